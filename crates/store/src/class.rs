@@ -1,0 +1,83 @@
+//! Slab classes: chunk sizes growing by a factor, like memcached's `-f`.
+
+use crate::item::HEADER_BYTES;
+use crate::location::{MAX_CLASSES, MAX_SLOTS_PER_CLASS};
+
+/// Smallest chunk: a header and 8 bytes of key and value (the papers' K8 set needs 16).
+pub const MIN_CHUNK: usize = HEADER_BYTES + 8;
+
+/// Chunk sizes from [`MIN_CHUNK`] up to one chunk per page, each `factor` times the last,
+/// rounded up to 8 bytes. The last class always holds the largest item a page can take.
+pub fn chunk_sizes(factor: f64, page_size: usize) -> Vec<usize> {
+    let largest = page_size - 8; // one bitmap word
+    let mut sizes = Vec::new();
+    let mut size = MIN_CHUNK;
+    while size < largest / 2 && sizes.len() < MAX_CLASSES - 1 {
+        sizes.push(size);
+        let next = ((size as f64 * factor) as usize + 7) & !7;
+        size = next.max(size + 8);
+    }
+    sizes.push(largest);
+    sizes
+}
+
+/// The geometry of one class inside a page: `[reference bitmap][chunk][chunk]...`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassInfo {
+    pub chunk: usize,
+    pub per_page: u32,
+    /// Bytes at the head of each page holding one reference bit per chunk.
+    pub bitmap_bytes: usize,
+}
+
+impl ClassInfo {
+    pub fn new(chunk: usize, page_size: usize) -> ClassInfo {
+        let mut n = (page_size * 8) / (chunk * 8 + 1);
+        loop {
+            let bitmap_bytes = n.div_ceil(64) * 8;
+            if bitmap_bytes + n * chunk <= page_size {
+                return ClassInfo {
+                    chunk,
+                    per_page: n as u32,
+                    bitmap_bytes,
+                };
+            }
+            n -= 1;
+        }
+    }
+
+    /// Pages a class may have before its slot numbers run out of location bits.
+    pub fn max_pages(&self) -> usize {
+        (MAX_SLOTS_PER_CLASS / self.per_page) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_grow_by_the_factor_and_end_at_the_page() {
+        let s = chunk_sizes(1.25, 1 << 20);
+        assert_eq!(s[0], 32);
+        assert_eq!(s[1], 40);
+        assert_eq!(s[2], 56); // 50 rounded up to 8
+        assert!(s.windows(2).all(|w| w[1] > w[0]));
+        assert_eq!(*s.last().unwrap(), (1 << 20) - 8);
+        assert!(s.len() < MAX_CLASSES);
+        // A tiny factor still terminates below the class limit.
+        assert!(chunk_sizes(1.01, 1 << 20).len() <= MAX_CLASSES);
+    }
+
+    #[test]
+    fn geometry_fits_the_page() {
+        for chunk in chunk_sizes(1.25, 1 << 20) {
+            let c = ClassInfo::new(chunk, 1 << 20);
+            assert!(c.per_page >= 1);
+            assert!(c.bitmap_bytes * 8 >= c.per_page as usize);
+            assert!(c.bitmap_bytes + c.per_page as usize * chunk <= 1 << 20);
+        }
+        let k8 = ClassInfo::new(40, 1 << 20);
+        assert_eq!(k8.per_page, 26_132);
+    }
+}

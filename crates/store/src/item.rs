@@ -1,0 +1,85 @@
+//! The item header, at the start of every chunk:
+//!
+//! ```text
+//! byte  0      1        2..4      4..8       8..12   12..16   16..24   24..
+//!     status key_len  reserved  value_len   flags   expiry    cas     key, value
+//! ```
+//! A free chunk has status [`FREE`] and keeps the next free slot of its class in bytes 4..8.
+//! Fields are little-endian and unaligned-safe (read through byte slices).
+
+pub const HEADER_BYTES: usize = 24;
+/// memcached's limit; the header stores the key length in one byte.
+pub const MAX_KEY_LEN: usize = 250;
+
+pub(crate) const FREE: u8 = 0;
+pub(crate) const IN_USE: u8 = 0xA5;
+
+pub(crate) const OFF_STATUS: usize = 0;
+pub(crate) const OFF_KEY_LEN: usize = 1;
+pub(crate) const OFF_VALUE_LEN: usize = 4;
+pub(crate) const OFF_NEXT_FREE: usize = 4;
+pub(crate) const OFF_FLAGS: usize = 8;
+pub(crate) const OFF_EXPIRY: usize = 12;
+pub(crate) const OFF_CAS: usize = 16;
+
+#[inline(always)]
+pub(crate) fn rd32(b: &[u8], off: usize) -> u32 {
+    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+#[inline(always)]
+pub(crate) fn wr32(b: &mut [u8], off: usize, v: u32) {
+    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// A live item, borrowed from its chunk.
+#[derive(Clone, Copy, Debug)]
+pub struct Item<'a> {
+    chunk: &'a [u8],
+}
+
+impl<'a> Item<'a> {
+    /// `chunk` must start with an in-use header whose lengths fit the chunk (the store only
+    /// builds `Item`s after checking both).
+    pub(crate) fn new(chunk: &'a [u8]) -> Item<'a> {
+        Item { chunk }
+    }
+
+    pub fn key_len(&self) -> usize {
+        self.chunk[OFF_KEY_LEN] as usize
+    }
+
+    pub fn value_len(&self) -> usize {
+        rd32(self.chunk, OFF_VALUE_LEN) as usize
+    }
+
+    pub fn key(&self) -> &'a [u8] {
+        &self.chunk[HEADER_BYTES..HEADER_BYTES + self.key_len()]
+    }
+
+    pub fn value(&self) -> &'a [u8] {
+        let start = HEADER_BYTES + self.key_len();
+        &self.chunk[start..start + self.value_len()]
+    }
+
+    pub fn flags(&self) -> u32 {
+        rd32(self.chunk, OFF_FLAGS)
+    }
+
+    /// Raw expiry: 0 never, else a Unix time.
+    pub fn expiry(&self) -> u32 {
+        rd32(self.chunk, OFF_EXPIRY)
+    }
+
+    pub fn cas(&self) -> u64 {
+        u64::from_le_bytes(
+            self.chunk[OFF_CAS..OFF_CAS + 8]
+                .try_into()
+                .expect("8 bytes"),
+        )
+    }
+
+    pub fn is_expired(&self, now: u32) -> bool {
+        crate::expiry::is_expired(self.expiry(), now)
+    }
+}

@@ -1,0 +1,481 @@
+//! One partition's slab store.
+
+use std::sync::Arc;
+
+use hkv_mem::{Arena, ArenaError, Carved};
+
+use crate::class::{chunk_sizes, ClassInfo};
+use crate::expiry::is_expired;
+use crate::item::*;
+use crate::location::{decode, encode, Location, NO_LOCATION};
+
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Page size; also the largest item (minus one bitmap word). memcached's default: 1 MiB.
+    pub page_size: usize,
+    /// Chunk size growth factor between classes (memcached `-f`).
+    pub growth_factor: f64,
+    /// CAS values are `cas_start + k * cas_step`, so partitions never hand out the same one.
+    pub cas_start: u64,
+    pub cas_step: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            page_size: 1 << 20,
+            growth_factor: 1.25,
+            cas_start: 1,
+            cas_step: 1,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum StoreError {
+    #[error("object too large for cache")]
+    TooLarge,
+    #[error("out of memory storing object")]
+    OutOfMemory,
+    #[error("key longer than {MAX_KEY_LEN} bytes")]
+    KeyTooLong,
+}
+
+/// Why a live chunk was taken back; the owner of the index must drop its entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reclaim {
+    /// Not referenced since the CLOCK hand last passed it.
+    Evicted,
+    /// Its expiry time had passed.
+    Expired,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub curr_items: u64,
+    pub total_items: u64,
+    pub evictions: u64,
+    pub reclaimed: u64,
+    pub pages: u64,
+    /// Key and value bytes of live items (memcached's `bytes`).
+    pub bytes: u64,
+    pub out_of_memory: u64,
+}
+
+struct Class {
+    info: ClassInfo,
+    pages: Vec<Carved>,
+    /// Head of the intrusive free list, or NO_LOCATION.
+    free_head: u32,
+    /// Slots below this have been handed out at least once.
+    bump: u32,
+    /// CLOCK hand.
+    hand: u32,
+    items: u64,
+}
+
+impl Class {
+    fn slots(&self) -> u32 {
+        self.pages.len() as u32 * self.info.per_page
+    }
+
+    #[inline(always)]
+    fn split(&self, slot: u32) -> (usize, usize) {
+        let per = self.info.per_page;
+        ((slot / per) as usize, (slot % per) as usize)
+    }
+
+    #[inline(always)]
+    fn chunk_range(&self, off: usize) -> std::ops::Range<usize> {
+        let start = self.info.bitmap_bytes + off * self.info.chunk;
+        start..start + self.info.chunk
+    }
+
+    #[inline(always)]
+    fn chunk(&self, slot: u32) -> &[u8] {
+        let (p, off) = self.split(slot);
+        &self.pages[p][self.chunk_range(off)]
+    }
+
+    #[inline(always)]
+    fn chunk_mut(&mut self, slot: u32) -> &mut [u8] {
+        let (p, off) = self.split(slot);
+        let r = self.chunk_range(off);
+        &mut self.pages[p][r]
+    }
+
+    #[inline(always)]
+    fn ref_word(&self, slot: u32) -> (usize, usize, u64) {
+        let (p, off) = self.split(slot);
+        let w = off / 64 * 8;
+        (p, w, 1u64 << (off % 64))
+    }
+
+    fn referenced(&self, slot: u32) -> bool {
+        let (p, w, bit) = self.ref_word(slot);
+        u64::from_le_bytes(self.pages[p][w..w + 8].try_into().expect("8 bytes")) & bit != 0
+    }
+
+    fn set_referenced(&mut self, slot: u32, on: bool) {
+        let (p, w, bit) = self.ref_word(slot);
+        let word = &mut self.pages[p][w..w + 8];
+        let v = u64::from_le_bytes((&*word).try_into().expect("8 bytes"));
+        let nv = if on { v | bit } else { v & !bit };
+        if nv != v {
+            word.copy_from_slice(&nv.to_le_bytes());
+        }
+    }
+}
+
+/// One partition's items. See the crate docs for the memory layout.
+pub struct SlabStore {
+    arena: Arc<Arena>,
+    classes: Vec<Class>,
+    page_size: usize,
+    stats: StoreStats,
+    next_cas: u64,
+    cas_step: u64,
+    /// Background sweep position: (class, slot).
+    sweep_at: (usize, u32),
+}
+
+impl std::fmt::Debug for SlabStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlabStore")
+            .field("classes", &self.classes.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl SlabStore {
+    pub fn new(arena: Arc<Arena>, config: &StoreConfig) -> SlabStore {
+        let classes = chunk_sizes(config.growth_factor, config.page_size)
+            .into_iter()
+            .map(|chunk| Class {
+                info: ClassInfo::new(chunk, config.page_size),
+                pages: Vec::new(),
+                free_head: NO_LOCATION,
+                bump: 0,
+                hand: 0,
+                items: 0,
+            })
+            .collect();
+        SlabStore {
+            arena,
+            classes,
+            page_size: config.page_size,
+            stats: StoreStats::default(),
+            next_cas: config.cas_start.max(1),
+            cas_step: config.cas_step.max(1),
+            sweep_at: (0, 0),
+        }
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        self.stats
+    }
+
+    pub fn classes(&self) -> impl Iterator<Item = (ClassInfo, usize, u64)> + '_ {
+        self.classes
+            .iter()
+            .map(|c| (c.info, c.pages.len(), c.items))
+    }
+
+    /// The largest key + value an item may have.
+    pub fn max_item_payload(&self) -> usize {
+        self.classes.last().map_or(0, |c| c.info.chunk) - HEADER_BYTES
+    }
+
+    pub fn class_for(&self, key_len: usize, value_len: usize) -> Option<usize> {
+        let total = HEADER_BYTES + key_len + value_len;
+        let i = self.classes.partition_point(|c| c.info.chunk < total);
+        (i < self.classes.len()).then_some(i)
+    }
+
+    fn take_cas(&mut self) -> u64 {
+        let c = self.next_cas;
+        self.next_cas = self.next_cas.wrapping_add(self.cas_step);
+        c
+    }
+
+    /// The live item at `loc`, or `None` if the location is out of range or its chunk is free.
+    /// The caller still has to compare keys (the location may have been reused) and check
+    /// expiry.
+    #[inline]
+    pub fn get(&self, loc: Location) -> Option<Item<'_>> {
+        let (c, slot) = decode(loc);
+        let class = self.classes.get(c)?;
+        if slot >= class.slots() {
+            return None;
+        }
+        let chunk = class.chunk(slot);
+        if chunk[OFF_STATUS] != IN_USE {
+            return None;
+        }
+        Some(Item::new(chunk))
+    }
+
+    /// Starts loading the header of the item at `loc` and its reference bit.
+    #[inline(always)]
+    pub fn prefetch(&self, loc: Location) {
+        let (c, slot) = decode(loc);
+        if let Some(class) = self.classes.get(c) {
+            if slot < class.slots() {
+                let (p, off) = class.split(slot);
+                let page = &class.pages[p];
+                hkv_mem::prefetch_read(page[class.chunk_range(off).start..].as_ptr());
+                hkv_mem::prefetch_read(page[off / 64 * 8..].as_ptr());
+            }
+        }
+    }
+
+    /// Marks an item recently used, for CLOCK.
+    #[inline]
+    pub fn touch_ref(&mut self, loc: Location) {
+        let (c, slot) = decode(loc);
+        if let Some(class) = self.classes.get_mut(c) {
+            if slot < class.slots() {
+                class.set_referenced(slot, true);
+            }
+        }
+    }
+
+    fn live_chunk_mut(&mut self, loc: Location) -> Option<&mut [u8]> {
+        let (c, slot) = decode(loc);
+        let class = self.classes.get_mut(c)?;
+        if slot >= class.slots() {
+            return None;
+        }
+        let chunk = class.chunk_mut(slot);
+        (chunk[OFF_STATUS] == IN_USE).then_some(chunk)
+    }
+
+    pub fn set_expiry(&mut self, loc: Location, raw_expiry: u32) -> bool {
+        match self.live_chunk_mut(loc) {
+            Some(chunk) => {
+                wr32(chunk, OFF_EXPIRY, raw_expiry);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Overwrites the value of a live item with bytes of the same length (incr/decr in place)
+    /// and gives it a new CAS, which is returned.
+    pub fn overwrite_value(&mut self, loc: Location, value: &[u8]) -> Option<u64> {
+        let cas = self.next_cas;
+        let chunk = self.live_chunk_mut(loc)?;
+        let klen = chunk[OFF_KEY_LEN] as usize;
+        if rd32(chunk, OFF_VALUE_LEN) as usize != value.len() {
+            return None;
+        }
+        chunk[HEADER_BYTES + klen..HEADER_BYTES + klen + value.len()].copy_from_slice(value);
+        chunk[OFF_CAS..OFF_CAS + 8].copy_from_slice(&cas.to_le_bytes());
+        self.take_cas();
+        Some(cas)
+    }
+
+    /// Frees a live item. Returns false if the chunk was not in use.
+    pub fn free(&mut self, loc: Location) -> bool {
+        let (c, slot) = decode(loc);
+        let Some(class) = self.classes.get_mut(c) else {
+            return false;
+        };
+        if slot >= class.slots() {
+            return false;
+        }
+        let head = class.free_head;
+        let chunk = class.chunk_mut(slot);
+        if chunk[OFF_STATUS] != IN_USE {
+            return false;
+        }
+        let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
+        chunk[OFF_STATUS] = FREE;
+        wr32(chunk, OFF_NEXT_FREE, head);
+        class.free_head = slot;
+        class.set_referenced(slot, false);
+        class.items -= 1;
+        self.stats.curr_items -= 1;
+        self.stats.bytes -= payload;
+        true
+    }
+
+    /// Writes a new item (its value is the concatenation of `value_parts`, which lets append
+    /// and prepend build in place) and returns its location and CAS.
+    ///
+    /// Memory comes from the class's free list, then from a new page, then from CLOCK
+    /// eviction within the class. `on_reclaim` is called with the key and location of every
+    /// live item taken back *before* its chunk is overwritten, so the caller can drop it
+    /// from the index.
+    pub fn store(
+        &mut self,
+        key: &[u8],
+        value_parts: &[&[u8]],
+        flags: u32,
+        raw_expiry: u32,
+        now: u32,
+        mut on_reclaim: impl FnMut(&[u8], Location, Reclaim),
+    ) -> Result<(Location, u64), StoreError> {
+        if key.len() > MAX_KEY_LEN {
+            return Err(StoreError::KeyTooLong);
+        }
+        let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        let c = self
+            .class_for(key.len(), value_len)
+            .ok_or(StoreError::TooLarge)?;
+        let slot = match self.allocate(c, now, &mut on_reclaim) {
+            Some(s) => s,
+            None => {
+                self.stats.out_of_memory += 1;
+                return Err(StoreError::OutOfMemory);
+            }
+        };
+        let cas = self.take_cas();
+        let class = &mut self.classes[c];
+        let chunk = class.chunk_mut(slot);
+        chunk[OFF_STATUS] = IN_USE;
+        chunk[OFF_KEY_LEN] = key.len() as u8;
+        chunk[2] = 0;
+        chunk[3] = 0;
+        wr32(chunk, OFF_VALUE_LEN, value_len as u32);
+        wr32(chunk, OFF_FLAGS, flags);
+        wr32(chunk, OFF_EXPIRY, raw_expiry);
+        chunk[OFF_CAS..OFF_CAS + 8].copy_from_slice(&cas.to_le_bytes());
+        let mut at = HEADER_BYTES;
+        chunk[at..at + key.len()].copy_from_slice(key);
+        at += key.len();
+        for part in value_parts {
+            chunk[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        // New items start unreferenced: one that is never read again goes first.
+        class.set_referenced(slot, false);
+        class.items += 1;
+        self.stats.curr_items += 1;
+        self.stats.total_items += 1;
+        self.stats.bytes += (key.len() + value_len) as u64;
+        Ok((encode(c, slot), cas))
+    }
+
+    fn allocate(
+        &mut self,
+        c: usize,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&[u8], Location, Reclaim),
+    ) -> Option<u32> {
+        let class = &mut self.classes[c];
+        if class.free_head != NO_LOCATION {
+            let slot = class.free_head;
+            class.free_head = rd32(class.chunk(slot), OFF_NEXT_FREE);
+            return Some(slot);
+        }
+        if class.bump < class.slots() {
+            class.bump += 1;
+            return Some(class.bump - 1);
+        }
+        if class.pages.len() < class.info.max_pages() {
+            match self.arena.carve(self.page_size, 4096) {
+                Ok(page) => {
+                    let class = &mut self.classes[c];
+                    class.pages.push(page);
+                    self.stats.pages += 1;
+                    class.bump += 1;
+                    return Some(class.bump - 1);
+                }
+                Err(ArenaError::Exhausted { .. }) => {}
+                Err(ArenaError::Map(..)) => return None,
+            }
+        }
+        self.clock_evict(c, now, on_reclaim)
+    }
+
+    /// CLOCK over the class: clear set reference bits, take the first live chunk without one.
+    /// Expired items are taken whatever their bit. Two full turns always find a victim.
+    fn clock_evict(
+        &mut self,
+        c: usize,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&[u8], Location, Reclaim),
+    ) -> Option<u32> {
+        let class = &mut self.classes[c];
+        let slots = class.slots();
+        if slots == 0 {
+            return None;
+        }
+        for _ in 0..2 * slots as u64 + 1 {
+            let slot = class.hand;
+            class.hand = if slot + 1 >= slots { 0 } else { slot + 1 };
+            let chunk = class.chunk(slot);
+            if chunk[OFF_STATUS] != IN_USE {
+                continue;
+            }
+            let expired = is_expired(rd32(chunk, OFF_EXPIRY), now);
+            if !expired && class.referenced(slot) {
+                class.set_referenced(slot, false);
+                continue;
+            }
+            let item = Item::new(chunk);
+            let kind = if expired {
+                Reclaim::Expired
+            } else {
+                Reclaim::Evicted
+            };
+            on_reclaim(item.key(), encode(c, slot), kind);
+            let payload = (item.key_len() + item.value_len()) as u64;
+            class.items -= 1;
+            self.stats.curr_items -= 1;
+            self.stats.bytes -= payload;
+            match kind {
+                Reclaim::Evicted => self.stats.evictions += 1,
+                Reclaim::Expired => {
+                    self.stats.reclaimed += 1;
+                }
+            }
+            return Some(slot);
+        }
+        None
+    }
+
+    /// Background expiry: examines up to `max_slots` chunks from where the last call stopped
+    /// and frees the expired ones, reporting each through `on_reclaim` first. Returns how many
+    /// it freed.
+    pub fn sweep_expired(
+        &mut self,
+        now: u32,
+        max_slots: u32,
+        mut on_reclaim: impl FnMut(&[u8], Location, Reclaim),
+    ) -> u32 {
+        let mut freed = 0;
+        let mut budget = max_slots;
+        let classes = self.classes.len();
+        let mut visited_classes = 0;
+        while budget > 0 && visited_classes <= classes {
+            let (c, mut slot) = self.sweep_at;
+            let limit = self.classes[c].bump;
+            while budget > 0 && slot < limit {
+                let chunk = self.classes[c].chunk(slot);
+                if chunk[OFF_STATUS] == IN_USE && is_expired(rd32(chunk, OFF_EXPIRY), now) {
+                    let loc = encode(c, slot);
+                    on_reclaim(Item::new(chunk).key(), loc, Reclaim::Expired);
+                    self.free(loc);
+                    self.stats.reclaimed += 1;
+                    freed += 1;
+                }
+                slot += 1;
+                budget -= 1;
+            }
+            if slot >= limit {
+                self.sweep_at = ((c + 1) % classes, 0);
+                visited_classes += 1;
+            } else {
+                self.sweep_at = (c, slot);
+            }
+        }
+        freed
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+}

@@ -1,0 +1,183 @@
+use std::sync::Arc;
+
+use hkv_mem::Arena;
+use hkv_store::{Reclaim, SlabStore, StoreConfig, StoreError, HEADER_BYTES};
+
+const NOW: u32 = 1_700_000_000;
+
+fn store(budget: usize, page: usize) -> (Arc<Arena>, SlabStore) {
+    let arena = Arc::new(Arena::new(budget).unwrap());
+    let cfg = StoreConfig {
+        page_size: page,
+        ..StoreConfig::default()
+    };
+    (arena.clone(), SlabStore::new(arena, &cfg))
+}
+
+#[test]
+fn store_get_free_round_trip() {
+    let (_a, mut s) = store(1 << 20, 64 << 10);
+    let (loc, cas) = s
+        .store(b"key", &[b"val", b"ue"], 7, 0, NOW, |_, _, _| {
+            panic!("no reclaim")
+        })
+        .unwrap();
+    let it = s.get(loc).unwrap();
+    assert_eq!(
+        (it.key(), it.value(), it.flags(), it.cas()),
+        (&b"key"[..], &b"value"[..], 7, cas)
+    );
+    assert_eq!(s.stats().curr_items, 1);
+    assert_eq!(s.stats().bytes, 8);
+    assert!(s.free(loc));
+    assert!(
+        s.get(loc).is_none(),
+        "a freed chunk is never read as an item"
+    );
+    assert!(!s.free(loc), "double free is refused");
+    assert_eq!(s.stats().curr_items, 0);
+    // The freed chunk is reused first.
+    let (loc2, cas2) = s.store(b"k2", &[b"v"], 0, 0, NOW, |_, _, _| {}).unwrap();
+    assert_eq!(loc2, loc);
+    assert!(cas2 > cas);
+}
+
+#[test]
+fn garbage_locations_are_misses() {
+    let (_a, s) = store(1 << 20, 64 << 10);
+    for loc in [0, 1, 0x0400_0000, u32::MAX - 1, u32::MAX] {
+        assert!(s.get(loc).is_none());
+    }
+}
+
+#[test]
+fn too_large_and_key_too_long() {
+    let (_a, mut s) = store(1 << 20, 64 << 10);
+    let max = s.max_item_payload();
+    let big = vec![1u8; max];
+    assert!(s.store(b"", &[&big], 0, 0, NOW, |_, _, _| {}).is_ok());
+    let bigger = vec![1u8; max - 2];
+    assert_eq!(
+        s.store(b"abc", &[&bigger], 0, 0, NOW, |_, _, _| {}),
+        Err(StoreError::TooLarge)
+    );
+    assert_eq!(
+        s.store(&[b'k'; 251], &[b"v"], 0, 0, NOW, |_, _, _| {}),
+        Err(StoreError::KeyTooLong)
+    );
+    assert_eq!(max, (64 << 10) - 8 - HEADER_BYTES);
+}
+
+#[test]
+fn full_budget_evicts_unreferenced_items_first_and_reports_them() {
+    // 4 pages of 4 KiB: items of 100 bytes, ~40 per page.
+    let (arena, mut s) = store(4 * 4096, 4096);
+    let mut locs = Vec::new();
+    let mut reclaimed = Vec::new();
+    for i in 0..400u32 {
+        let key = format!("key{i:05}");
+        let r = s.store(key.as_bytes(), &[&[0u8; 60]], 0, 0, NOW, |k, l, why| {
+            reclaimed.push((k.to_vec(), l, why))
+        });
+        let (loc, _) = r.unwrap();
+        locs.push(loc);
+        if i == 10 {
+            // Keep item 0 hot: CLOCK must pass over it.
+            s.touch_ref(locs[0]);
+        }
+        if i > 10 && i % 20 == 0 {
+            s.touch_ref(locs[0]);
+        }
+        assert!(arena.used() <= arena.limit());
+    }
+    assert!(!reclaimed.is_empty());
+    assert!(reclaimed.iter().all(|(_, _, why)| *why == Reclaim::Evicted));
+    assert_eq!(s.stats().evictions as usize, reclaimed.len());
+    assert!(
+        !reclaimed.iter().any(|(k, _, _)| k == b"key00000"),
+        "the referenced item was evicted"
+    );
+    // Every reclaimed key was reported with the location it had.
+    for (k, l, _) in &reclaimed {
+        let i: usize = std::str::from_utf8(&k[3..]).unwrap().parse().unwrap();
+        assert_eq!(locs[i], *l);
+    }
+    assert_eq!(s.stats().curr_items as usize, 400 - reclaimed.len());
+}
+
+#[test]
+fn a_class_with_no_page_and_no_budget_is_out_of_memory() {
+    let (_a, mut s) = store(4096, 4096);
+    s.store(b"a", &[&[0u8; 10]], 0, 0, NOW, |_, _, _| {})
+        .unwrap();
+    assert_eq!(
+        s.store(b"b", &[&[0u8; 1000]], 0, 0, NOW, |_, _, _| {}),
+        Err(StoreError::OutOfMemory)
+    );
+    assert_eq!(s.stats().out_of_memory, 1);
+}
+
+#[test]
+fn expired_items_are_reclaimed_by_clock_and_by_the_sweep() {
+    let (_a, mut s) = store(2 * 4096, 4096);
+    let mut locs = Vec::new();
+    for i in 0..20u32 {
+        let (l, _) = s
+            .store(
+                format!("k{i}").as_bytes(),
+                &[b"v"],
+                0,
+                NOW + 5,
+                NOW,
+                |_, _, _| {},
+            )
+            .unwrap();
+        locs.push(l);
+    }
+    let mut swept = Vec::new();
+    assert_eq!(
+        s.sweep_expired(NOW + 4, 1000, |k, _, _| swept.push(k.to_vec())),
+        0
+    );
+    let n = s.sweep_expired(NOW + 5, 7, |k, _, _| swept.push(k.to_vec()));
+    assert_eq!(n, 7, "the sweep is bounded per call");
+    let rest = s.sweep_expired(NOW + 5, 1000, |k, _, _| swept.push(k.to_vec()));
+    assert_eq!(n + rest, 20);
+    assert_eq!(swept.len(), 20);
+    assert_eq!(s.stats().curr_items, 0);
+    assert!(locs.iter().all(|&l| s.get(l).is_none()));
+}
+
+#[test]
+fn clock_prefers_expired_items_over_referenced_ones() {
+    let (_a, mut s) = store(4096, 4096);
+    let mut n = 0;
+    let mut expiring = None;
+    loop {
+        let exp = if n == 3 { NOW + 1 } else { 0 };
+        let mut evicted = None;
+        let (l, _) = s
+            .store(
+                format!("k{n}").as_bytes(),
+                &[&[0u8; 40]],
+                0,
+                exp,
+                NOW + 2,
+                |k, _, why| evicted = Some((k.to_vec(), why)),
+            )
+            .unwrap();
+        if n == 3 {
+            expiring = Some(l);
+        }
+        s.touch_ref(l);
+        if let Some((k, why)) = evicted {
+            assert_eq!(k, b"k3");
+            assert_eq!(why, Reclaim::Expired);
+            assert_eq!(s.stats().reclaimed, 1);
+            assert_eq!(s.stats().evictions, 0);
+            assert_eq!(Some(l), expiring);
+            break;
+        }
+        n += 1;
+    }
+}
