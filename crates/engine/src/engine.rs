@@ -1,0 +1,173 @@
+//! All partitions together: construction from the memory budget and single-threaded batches.
+
+use std::sync::Arc;
+
+use hkv_index::{hash_key, CpuIndex, IndexError, IndexSizing, KeyHash};
+use hkv_mem::{Arena, ArenaError};
+use hkv_store::{SlabStore, StoreConfig, StoreStats};
+
+use crate::partition::Partition;
+use crate::request::{Request, Response, Responses};
+use crate::stats::EngineStats;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// The hard limit on memory for items, their metadata and the index (`--memory-mb`).
+    pub memory_bytes: usize,
+    /// Hash partitions; one per engine thread.
+    pub partitions: u32,
+    pub page_size: usize,
+    pub growth_factor: f64,
+    /// Item size (chunk, header included) the index is sized for.
+    pub expected_item_bytes: usize,
+    /// Overrides the sizing from the budget (tests use tiny tables).
+    pub buckets_per_partition: Option<u32>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            memory_bytes: 64 << 20,
+            partitions: 1,
+            page_size: 1 << 20,
+            growth_factor: 1.25,
+            expected_item_bytes: 96,
+            buckets_per_partition: None,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Memory(#[from] ArenaError),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+pub struct Engine {
+    arena: Arc<Arena>,
+    partitions: Vec<Partition>,
+    hashes: Vec<KeyHash>,
+    owners: Vec<u32>,
+}
+
+impl Engine {
+    pub fn new(config: &EngineConfig) -> Result<Engine, EngineError> {
+        if config.partitions == 0 || config.partitions > 256 {
+            return Err(EngineError::Config("partitions must be 1..=256".into()));
+        }
+        if !(config.growth_factor > 1.0) {
+            return Err(EngineError::Config("growth factor must be > 1".into()));
+        }
+        if config.page_size < 4096 || config.page_size > (1 << 30) {
+            return Err(EngineError::Config("page size must be 4 KiB..1 GiB".into()));
+        }
+        let sizing = match config.buckets_per_partition {
+            Some(b) => IndexSizing::with_buckets(config.partitions, b)?,
+            None => IndexSizing::for_budget(
+                config.memory_bytes,
+                config.expected_item_bytes,
+                config.partitions,
+            )?,
+        };
+        if sizing.total_bytes() > config.memory_bytes / 2 {
+            return Err(EngineError::Config(format!(
+                "the index ({} bytes) would take more than half of the {} byte budget",
+                sizing.total_bytes(),
+                config.memory_bytes
+            )));
+        }
+        let arena = Arc::new(Arena::new(config.memory_bytes)?);
+        let mut partitions = Vec::with_capacity(config.partitions as usize);
+        for p in 0..config.partitions {
+            let index = CpuIndex::new(&arena, sizing.buckets_per_partition)?;
+            let store = SlabStore::new(
+                Arc::clone(&arena),
+                &StoreConfig {
+                    page_size: config.page_size,
+                    growth_factor: config.growth_factor,
+                    cas_start: p as u64 + 1,
+                    cas_step: config.partitions as u64,
+                },
+            );
+            partitions.push(Partition::new(index, store));
+        }
+        Ok(Engine {
+            arena,
+            partitions,
+            hashes: Vec::new(),
+            owners: Vec::new(),
+        })
+    }
+
+    pub fn partitions(&self) -> &[Partition] {
+        &self.partitions
+    }
+
+    /// Hands each partition to its own thread; `partition_of` says which keys go where.
+    pub fn into_partitions(self) -> (Arc<Arena>, Vec<Partition>) {
+        (self.arena, self.partitions)
+    }
+
+    pub fn arena(&self) -> &Arena {
+        &self.arena
+    }
+
+    /// Which partition owns `key`, out of `partitions`.
+    pub fn partition_of(key: &[u8], partitions: u32) -> u32 {
+        hash_key(key).partition(partitions)
+    }
+
+    /// Executes a batch on the calling thread; appends one response per request, in order.
+    pub fn execute(&mut self, reqs: &[Request<'_>], now: u32, out: &mut Responses) {
+        let n = self.partitions.len() as u32;
+        if n == 1 {
+            self.partitions[0].execute(reqs, now, out);
+            return;
+        }
+        self.hashes.clear();
+        self.hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
+        self.owners.clear();
+        self.owners
+            .extend(self.hashes.iter().map(|h| h.partition(n)));
+        let base = out.results.len();
+        out.results.resize(base + reqs.len(), Response::Miss);
+        let Responses { results, data } = out;
+        for (p, part) in self.partitions.iter_mut().enumerate() {
+            let owners = &self.owners;
+            let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p as u32);
+            part.run(reqs, &self.hashes, mine, now, &mut results[base..], data);
+        }
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let mut s = EngineStats::default();
+        for p in &self.partitions {
+            s.add(&p.stats());
+        }
+        s
+    }
+
+    pub fn store_stats(&self) -> StoreStats {
+        let mut s = StoreStats::default();
+        for p in &self.partitions {
+            let o = p.store_stats();
+            s.curr_items += o.curr_items;
+            s.total_items += o.total_items;
+            s.evictions += o.evictions;
+            s.reclaimed += o.reclaimed;
+            s.pages += o.pages;
+            s.bytes += o.bytes;
+            s.out_of_memory += o.out_of_memory;
+        }
+        s
+    }
+
+    /// Items gone for any reason other than delete or expiry.
+    pub fn evictions(&self) -> u64 {
+        self.partitions.iter().map(|p| p.evictions()).sum()
+    }
+}

@@ -1,0 +1,18 @@
+//! The engine executes batches of requests through the DIDO tasks MM (allocate, evict),
+//! IN (index search / insert / delete), KC (key compare) and RD (read value), and returns
+//! one response per request, in request order.
+//!
+//! Work is split into hash partitions (MICA style): each [`Partition`] owns one index table
+//! and one slab store and is driven by one thread, so nothing on the hot path takes a lock.
+//! [`Engine`] holds all partitions for single-threaded use and hands them out to threads with
+//! [`Engine::into_partitions`].
+
+mod engine;
+mod partition;
+mod request;
+mod stats;
+
+pub use engine::{Engine, EngineConfig, EngineError};
+pub use partition::Partition;
+pub use request::{Op, Request, Response, Responses};
+pub use stats::EngineStats;

@@ -1,0 +1,486 @@
+//! One hash partition: an index table and a slab store, driven by one thread.
+
+use hkv_index::{hash_key, CpuIndex, IndexBackend, InsertOutcome, KeyHash, Location, NO_LOCATION};
+use hkv_store::{expiry_from_exptime, Expiry, SlabStore, StoreError, StoreStats};
+
+use crate::request::{Op, Request, Response, Responses};
+use crate::stats::EngineStats;
+
+/// Reads deferred into one group before their searches run as one batch. Large enough to keep
+/// many misses in flight, small enough that a group's buckets and items stay in L1/L2.
+const READ_GROUP: usize = 64;
+/// Chunks the background sweep examines per elapsed second, and the most seconds it catches
+/// up on at once (bounds the pause one batch can see).
+const SWEEP_SLOTS_PER_SECOND: u32 = 8192;
+const SWEEP_MAX_SECONDS: u32 = 8;
+
+pub struct Partition {
+    index: CpuIndex,
+    store: SlabStore,
+    stats: EngineStats,
+    last_sweep: u32,
+    // Scratch, kept to avoid allocating per batch.
+    hashes: Vec<KeyHash>,
+    group: Vec<u32>,
+    group_hashes: Vec<KeyHash>,
+    group_locs: Vec<Location>,
+    value_buf: Vec<u8>,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition")
+            .field("index", &self.index)
+            .field("store", &self.store)
+            .finish()
+    }
+}
+
+/// Removes an item's index entry and frees its chunk.
+fn unlink(index: &mut CpuIndex, store: &mut SlabStore, h: &KeyHash, loc: Location) {
+    index.delete_one(h, loc);
+    store.free(loc);
+}
+
+impl Partition {
+    pub(crate) fn new(index: CpuIndex, store: SlabStore) -> Partition {
+        Partition {
+            index,
+            store,
+            stats: EngineStats::default(),
+            last_sweep: 0,
+            hashes: Vec::new(),
+            group: Vec::with_capacity(READ_GROUP),
+            group_hashes: Vec::with_capacity(READ_GROUP),
+            group_locs: Vec::with_capacity(READ_GROUP),
+            value_buf: Vec::new(),
+        }
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        self.stats
+    }
+
+    pub fn store_stats(&self) -> StoreStats {
+        self.store.stats()
+    }
+
+    pub fn index(&self) -> &CpuIndex {
+        &self.index
+    }
+
+    pub fn store(&self) -> &SlabStore {
+        &self.store
+    }
+
+    /// Runs a whole batch that belongs to this partition; appends one response per request.
+    pub fn execute(&mut self, reqs: &[Request<'_>], now: u32, out: &mut Responses) {
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
+        hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
+        let base = out.results.len();
+        out.results.resize(base + reqs.len(), Response::Miss);
+        let Responses { results, data } = out;
+        self.run(
+            reqs,
+            &hashes,
+            0..reqs.len() as u32,
+            now,
+            &mut results[base..],
+            data,
+        );
+        self.hashes = hashes;
+    }
+
+    /// Runs the requests `which` (indices into `reqs` and `hashes`, in arrival order) and
+    /// writes their responses at the same indices of `results`.
+    ///
+    /// Reads are deferred into a group and run as one pipelined batch (IN for all, then KC
+    /// and RD for all, with prefetching between); a write runs at once unless a deferred read
+    /// is for the same key, in which case the group runs first. So every key sees its
+    /// operations in arrival order.
+    pub(crate) fn run(
+        &mut self,
+        reqs: &[Request<'_>],
+        hashes: &[KeyHash],
+        which: impl Iterator<Item = u32>,
+        now: u32,
+        results: &mut [Response],
+        data: &mut Vec<u8>,
+    ) {
+        self.stats.batches += 1;
+        self.maybe_sweep(now);
+        self.group.clear();
+        for i in which {
+            let iu = i as usize;
+            let req = &reqs[iu];
+            let h = hashes[iu];
+            if req.op.is_read() {
+                self.group.push(i);
+                if self.group.len() == READ_GROUP {
+                    self.flush_reads(reqs, hashes, now, results, data);
+                }
+                continue;
+            }
+            // Same signature, not just same key: a write to a colliding key replaces the
+            // other key's index entry, so the deferred read must run first to stay in order.
+            if self.group.iter().any(|&g| hashes[g as usize].sig == h.sig) {
+                self.flush_reads(reqs, hashes, now, results, data);
+            }
+            results[iu] = self.write(req, &h, now);
+        }
+        if !self.group.is_empty() {
+            self.flush_reads(reqs, hashes, now, results, data);
+        }
+    }
+
+    fn flush_reads(
+        &mut self,
+        reqs: &[Request<'_>],
+        hashes: &[KeyHash],
+        now: u32,
+        results: &mut [Response],
+        data: &mut Vec<u8>,
+    ) {
+        // IN: one batched search for the whole group.
+        self.group_hashes.clear();
+        self.group_hashes
+            .extend(self.group.iter().map(|&i| hashes[i as usize]));
+        self.group_locs.clear();
+        self.group_locs.resize(self.group.len(), NO_LOCATION);
+        self.index.search(&self.group_hashes, &mut self.group_locs);
+        for &loc in &self.group_locs {
+            if loc != NO_LOCATION {
+                self.store.prefetch(loc);
+            }
+        }
+        // KC + RD, in arrival order.
+        for j in 0..self.group.len() {
+            let i = self.group[j] as usize;
+            let loc = self.group_locs[j];
+            let h = self.group_hashes[j];
+            results[i] = self.read_one(&reqs[i], &h, loc, now, data);
+        }
+        self.group.clear();
+    }
+
+    fn read_one(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        loc: Location,
+        now: u32,
+        data: &mut Vec<u8>,
+    ) -> Response {
+        let mut expired = false;
+        if let Some(item) = self.store.get(loc) {
+            if item.key() == req.key {
+                if !item.is_expired(now) {
+                    let offset = data.len() as u32;
+                    data.extend_from_slice(item.value());
+                    let r = Response::Value {
+                        flags: item.flags(),
+                        cas: item.cas(),
+                        offset,
+                        len: item.value_len() as u32,
+                    };
+                    self.store.touch_ref(loc);
+                    self.stats.get_hits += 1;
+                    return r;
+                }
+                expired = true;
+            } else {
+                self.stats.key_mismatches += 1;
+            }
+        }
+        if expired {
+            unlink(&mut self.index, &mut self.store, h, loc);
+            self.stats.expired_on_access += 1;
+        }
+        self.stats.get_misses += 1;
+        Response::Miss
+    }
+
+    /// The live item for `key`: found in the index, key verified, not expired (an expired one
+    /// is removed on the spot).
+    fn find_live(&mut self, key: &[u8], h: &KeyHash, now: u32) -> Option<Location> {
+        let loc = self.index.search_one(h);
+        let item = self.store.get(loc)?;
+        if item.key() != key {
+            self.stats.key_mismatches += 1;
+            return None;
+        }
+        if item.is_expired(now) {
+            unlink(&mut self.index, &mut self.store, h, loc);
+            self.stats.expired_on_access += 1;
+            return None;
+        }
+        Some(loc)
+    }
+
+    fn write(&mut self, req: &Request<'_>, h: &KeyHash, now: u32) -> Response {
+        let cur = self.find_live(req.key, h, now);
+        match req.op {
+            Op::Get | Op::Gets => unreachable!("reads are grouped"),
+            Op::Set => self.store_new(req.key, h, Parts::One(req.value), req.flags, req.exptime, now, cur),
+            Op::Add => match cur {
+                Some(loc) => {
+                    // memcached bumps an item that an ADD found.
+                    self.store.touch_ref(loc);
+                    Response::NotStored
+                }
+                None => self.store_new(req.key, h, Parts::One(req.value), req.flags, req.exptime, now, None),
+            },
+            Op::Replace => match cur {
+                Some(_) => self.store_new(req.key, h, Parts::One(req.value), req.flags, req.exptime, now, cur),
+                None => Response::NotStored,
+            },
+            Op::Append | Op::Prepend => {
+                let Some(loc) = cur else {
+                    return Response::NotStored;
+                };
+                let item = self.store.get(loc).expect("found live above");
+                let (flags, expiry) = (item.flags(), item.expiry());
+                self.value_buf.clear();
+                self.value_buf.extend_from_slice(item.value());
+                let parts = if req.op == Op::Append {
+                    Parts::Two(0, req.value)
+                } else {
+                    Parts::Two(1, req.value)
+                };
+                self.store_raw(req.key, h, parts, flags, expiry, now, cur)
+            }
+            Op::Cas => {
+                let Some(loc) = cur else {
+                    self.stats.cas_misses += 1;
+                    return Response::NotFound;
+                };
+                let item = self.store.get(loc).expect("found live above");
+                if item.cas() != req.cas {
+                    self.stats.cas_badval += 1;
+                    return Response::Exists;
+                }
+                self.stats.cas_hits += 1;
+                self.store_new(req.key, h, Parts::One(req.value), req.flags, req.exptime, now, cur)
+            }
+            Op::Delete => match cur {
+                Some(loc) => {
+                    unlink(&mut self.index, &mut self.store, h, loc);
+                    self.stats.delete_hits += 1;
+                    Response::Deleted
+                }
+                None => {
+                    self.stats.delete_misses += 1;
+                    Response::NotFound
+                }
+            },
+            Op::Incr | Op::Decr => self.arith(req, h, now, cur),
+            Op::Touch => {
+                self.stats.cmd_touch += 1;
+                match cur {
+                    Some(loc) => {
+                        let raw = expiry_from_exptime(req.exptime, now).to_raw();
+                        self.store.set_expiry(loc, raw);
+                        self.store.touch_ref(loc);
+                        self.stats.touch_hits += 1;
+                        Response::Touched
+                    }
+                    None => {
+                        self.stats.touch_misses += 1;
+                        Response::NotFound
+                    }
+                }
+            }
+        }
+    }
+
+    fn arith(&mut self, req: &Request<'_>, h: &KeyHash, now: u32, cur: Option<Location>) -> Response {
+        let incr = req.op == Op::Incr;
+        let Some(loc) = cur else {
+            if incr {
+                self.stats.incr_misses += 1;
+            } else {
+                self.stats.decr_misses += 1;
+            }
+            return Response::NotFound;
+        };
+        let item = self.store.get(loc).expect("found live above");
+        let Some(old) = parse_counter(item.value()) else {
+            return Response::NonNumeric;
+        };
+        // memcached: incr wraps at 2^64, decr stops at 0.
+        let new = if incr {
+            old.wrapping_add(req.delta)
+        } else {
+            old.saturating_sub(req.delta)
+        };
+        if incr {
+            self.stats.incr_hits += 1;
+        } else {
+            self.stats.decr_hits += 1;
+        }
+        let text = new.to_string();
+        let (flags, expiry, old_len) = (item.flags(), item.expiry(), item.value_len());
+        if text.len() == old_len {
+            self.store.overwrite_value(loc, text.as_bytes());
+            self.store.touch_ref(loc);
+            return Response::Number(new);
+        }
+        self.value_buf.clear();
+        self.value_buf.extend_from_slice(text.as_bytes());
+        match self.store_raw(req.key, h, Parts::Buf, flags, expiry, now, cur) {
+            Response::Stored => Response::Number(new),
+            other => other,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn store_new(
+        &mut self,
+        key: &[u8],
+        h: &KeyHash,
+        value: Parts<'_>,
+        flags: u32,
+        exptime: i64,
+        now: u32,
+        cur: Option<Location>,
+    ) -> Response {
+        self.stats.cmd_set += 1;
+        match expiry_from_exptime(exptime, now) {
+            Expiry::AlreadyExpired => {
+                // memcached stores it and it is never seen again: the old value is gone too.
+                if let Some(old) = cur {
+                    unlink(&mut self.index, &mut self.store, h, old);
+                }
+                Response::Stored
+            }
+            e => self.store_raw(key, h, value, flags, e.to_raw(), now, cur),
+        }
+    }
+
+    /// MM + IN for a new version of `key`; `cur` is the live version it replaces, if any.
+    #[allow(clippy::too_many_arguments)]
+    fn store_raw(
+        &mut self,
+        key: &[u8],
+        h: &KeyHash,
+        value: Parts<'_>,
+        flags: u32,
+        raw_expiry: u32,
+        now: u32,
+        cur: Option<Location>,
+    ) -> Response {
+        let Partition {
+            index,
+            store,
+            stats,
+            value_buf,
+            ..
+        } = self;
+        let buf: &[u8] = value_buf;
+        let (a, b): (&[u8], &[u8]) = match value {
+            Parts::One(v) => (v, &[]),
+            Parts::Buf => (buf, &[]),
+            Parts::Two(0, v) => (buf, v),
+            Parts::Two(_, v) => (v, buf),
+        };
+        let mut cur_reclaimed = false;
+        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |k, l, _why| {
+            // MM took back a live item: its index entry goes before the chunk is reused.
+            index.delete_one(&hash_key(k), l);
+            cur_reclaimed |= Some(l) == cur;
+        });
+        let (loc, _cas) = match stored {
+            Ok(v) => v,
+            Err(e) => {
+                // memcached unlinks the old item when it cannot store the new one, so a
+                // failed SET never leaves stale data behind.
+                if let Some(old) = cur.filter(|_| !cur_reclaimed) {
+                    unlink(index, store, h, old);
+                }
+                return match e {
+                    StoreError::TooLarge => Response::TooLarge,
+                    StoreError::OutOfMemory => Response::OutOfMemory,
+                    StoreError::KeyTooLong => Response::KeyTooLong,
+                };
+            }
+        };
+        match index.insert_one(h, loc) {
+            InsertOutcome::Inserted => {}
+            InsertOutcome::Replaced(prev) => {
+                if Some(prev) != cur {
+                    // Another key with the same signature in the same bucket pair: the index
+                    // holds one of them, so the older one is evicted (and counted).
+                    stats.collision_evictions += 1;
+                }
+                store.free(prev);
+            }
+            InsertOutcome::Evicted(victim) => {
+                stats.index_evictions += 1;
+                store.free(victim);
+            }
+        }
+        Response::Stored
+    }
+
+    /// Background expiry, bounded per call; runs when the clock has moved on.
+    fn maybe_sweep(&mut self, now: u32) {
+        if now <= self.last_sweep {
+            return;
+        }
+        let seconds = if self.last_sweep == 0 {
+            1
+        } else {
+            (now - self.last_sweep).min(SWEEP_MAX_SECONDS)
+        };
+        self.last_sweep = now;
+        let Partition {
+            index, store, stats, ..
+        } = self;
+        let freed = store.sweep_expired(now, seconds * SWEEP_SLOTS_PER_SECOND, |k, l, _| {
+            index.delete_one(&hash_key(k), l);
+        });
+        stats.expired_swept += freed as u64;
+    }
+
+    /// All evictions: CLOCK in the store, the index's displacement bound, and signature
+    /// collisions. Every item that disappears other than by delete or expiry is in here.
+    pub fn evictions(&self) -> u64 {
+        self.store.stats().evictions + self.stats.index_evictions + self.stats.collision_evictions
+    }
+}
+
+/// Where a new value's bytes come from (`Two(0, v)`: scratch buffer then `v`, i.e. append;
+/// `Two(1, v)`: `v` then the buffer, i.e. prepend).
+enum Parts<'a> {
+    One(&'a [u8]),
+    Buf,
+    Two(u8, &'a [u8]),
+}
+
+/// memcached's `safe_strtoull` on an item value: decimal digits, optionally followed by
+/// spaces (memcached pads decremented values) — anything else is not a number.
+fn parse_counter(v: &[u8]) -> Option<u64> {
+    let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || v[digits..].iter().any(|&b| b != b' ' && b != b'\r' && b != b'\n') {
+        return None;
+    }
+    std::str::from_utf8(&v[..digits]).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_parse_like_memcached() {
+        assert_eq!(parse_counter(b"0"), Some(0));
+        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+        assert_eq!(parse_counter(b"12  "), Some(12));
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b"-1"), None);
+        assert_eq!(parse_counter(b"1a"), None);
+        assert_eq!(parse_counter(b" 1"), None);
+    }
+}

@@ -1,0 +1,44 @@
+/// Engine counters for one partition (or summed over all).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub batches: u64,
+    pub get_hits: u64,
+    pub get_misses: u64,
+    /// The index found the signature but the stored key differed (a signature collision).
+    pub key_mismatches: u64,
+    /// Items dropped by the index at the displacement bound.
+    pub index_evictions: u64,
+    /// Items whose index slot was taken by another key with the same signature.
+    pub collision_evictions: u64,
+    /// Items found expired on access and removed.
+    pub expired_on_access: u64,
+    /// Items removed by the background sweep.
+    pub expired_swept: u64,
+    pub cmd_set: u64,
+    pub cmd_touch: u64,
+    pub delete_hits: u64,
+    pub delete_misses: u64,
+    pub incr_hits: u64,
+    pub incr_misses: u64,
+    pub decr_hits: u64,
+    pub decr_misses: u64,
+    pub cas_hits: u64,
+    pub cas_misses: u64,
+    pub cas_badval: u64,
+    pub touch_hits: u64,
+    pub touch_misses: u64,
+}
+
+impl EngineStats {
+    pub fn add(&mut self, o: &EngineStats) {
+        macro_rules! sum {
+            ($($f:ident),*) => { $( self.$f += o.$f; )* };
+        }
+        sum!(
+            batches, get_hits, get_misses, key_mismatches, index_evictions,
+            collision_evictions, expired_on_access, expired_swept, cmd_set, cmd_touch,
+            delete_hits, delete_misses, incr_hits, incr_misses, decr_hits, decr_misses,
+            cas_hits, cas_misses, cas_badval, touch_hits, touch_misses
+        );
+    }
+}

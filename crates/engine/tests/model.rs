@@ -1,0 +1,315 @@
+//! Property test: the engine (store + index + batching) against a plain HashMap model.
+//!
+//! Random batches of every operation, over a small key space, with time moving in steps (the
+//! clock is a parameter, nothing sleeps) and memory and index sizes small enough to force
+//! CLOCK evictions, displacement-bound drops and signature-pair collisions. The engine may
+//! lose an item only through a counted eviction; it may never return a value the model does
+//! not hold for that key, and never bring back a deleted or expired one.
+
+use std::collections::HashMap;
+
+use hkv_engine::{Engine, EngineConfig, Op, Request, Response, Responses};
+use proptest::prelude::*;
+
+const START: u32 = 1_700_000_000;
+const MAXDELTA: i64 = 60 * 60 * 24 * 30;
+
+#[derive(Clone, Debug)]
+enum M {
+    Get(u8),
+    Gets(u8),
+    Set(u8, u16, i8),
+    SetNum(u8, u32),
+    Add(u8, u16, i8),
+    Replace(u8, u16, i8),
+    Append(u8, u16),
+    Prepend(u8, u16),
+    /// `true`: the CAS the model last saw from GETS (if it is still current).
+    Cas(u8, u16, bool),
+    Delete(u8),
+    Incr(u8, u64),
+    Decr(u8, u64),
+    Touch(u8, i8),
+}
+
+fn op(keys: u8) -> impl Strategy<Value = M> {
+    let k = 0..keys;
+    prop_oneof![
+        6 => k.clone().prop_map(M::Get),
+        2 => k.clone().prop_map(M::Gets),
+        6 => (k.clone(), prop_oneof![0u16..100, 0u16..1500], any::<i8>()).prop_map(|(k, l, e)| M::Set(k, l, e)),
+        1 => (k.clone(), prop_oneof![0u32..5, any::<u32>()]).prop_map(|(k, n)| M::SetNum(k, n)),
+        1 => (k.clone(), 0u16..300, any::<i8>()).prop_map(|(k, l, e)| M::Add(k, l, e)),
+        1 => (k.clone(), 0u16..300, any::<i8>()).prop_map(|(k, l, e)| M::Replace(k, l, e)),
+        1 => (k.clone(), 0u16..100).prop_map(|(k, l)| M::Append(k, l)),
+        1 => (k.clone(), 0u16..100).prop_map(|(k, l)| M::Prepend(k, l)),
+        1 => (k.clone(), 0u16..100, any::<bool>()).prop_map(|(k, l, b)| M::Cas(k, l, b)),
+        2 => k.clone().prop_map(M::Delete),
+        1 => (k.clone(), prop_oneof![Just(u64::MAX), 0u64..1000]).prop_map(|(k, d)| M::Incr(k, d)),
+        1 => (k.clone(), 0u64..1000).prop_map(|(k, d)| M::Decr(k, d)),
+        1 => (k, any::<i8>()).prop_map(|(k, e)| M::Touch(k, e)),
+    ]
+}
+
+/// Exptimes a test picks: never, a few seconds, negative, absolute future and past.
+fn exptime(e: i8, now: u32) -> i64 {
+    match e.rem_euclid(6) {
+        0 | 1 => 0,
+        2 => (e.rem_euclid(5) + 1) as i64,
+        3 => -1,
+        4 => now as i64 + 3,
+        _ => MAXDELTA + 1, // absolute, long past
+    }
+}
+
+/// The model's own reading of memcached's rules.
+fn expiry_at(exptime: i64, now: u32) -> Option<u32> {
+    match exptime {
+        0 => Some(0),
+        e if e < 0 => None,
+        e => {
+            let at = if e > MAXDELTA { e } else { now as i64 + e };
+            (at > now as i64).then_some(at as u32)
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Item {
+    value: Vec<u8>,
+    flags: u32,
+    expiry: u32,
+    cas: Option<u64>,
+}
+
+struct Model {
+    items: HashMap<Vec<u8>, Item>,
+    lost: u64,
+}
+
+impl Model {
+    fn live(&mut self, key: &[u8], now: u32) -> Option<&mut Item> {
+        let expired = self
+            .items
+            .get(key)
+            .is_some_and(|i| i.expiry != 0 && i.expiry <= now);
+        if expired {
+            self.items.remove(key);
+        }
+        self.items.get_mut(key)
+    }
+
+    /// The engine says `key` is absent where the model has it: allowed only as an eviction.
+    fn lose(&mut self, key: &[u8], now: u32) {
+        if self.live(key, now).is_some() {
+            self.items.remove(key);
+            self.lost += 1;
+        }
+    }
+}
+
+fn key_bytes(k: u8) -> Vec<u8> {
+    // Keys of different lengths so they land in different slab classes.
+    format!("key:{k}:{}", "k".repeat(k as usize % 7 * 20)).into_bytes()
+}
+
+fn value_bytes(seq: u64, len: u16) -> Vec<u8> {
+    let mut v = format!("<{seq}>").into_bytes();
+    v.resize(v.len().max(len as usize), b'.');
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #[test]
+    fn engine_agrees_with_a_map(
+        partitions in 1u32..=3,
+        buckets_log in 0u32..5,
+        memory_kib in 48usize..200,
+        keys in 4u8..120,
+        batches in proptest::collection::vec(
+            (proptest::collection::vec(op(120), 1..40), 0u32..3), 1..40),
+    ) {
+        let mut engine = Engine::new(&EngineConfig {
+            memory_bytes: memory_kib << 10,
+            partitions,
+            page_size: 4 << 10,
+            buckets_per_partition: Some(1 << buckets_log),
+            ..EngineConfig::default()
+        }).unwrap();
+        let mut model = Model { items: HashMap::new(), lost: 0 };
+        let mut now = START;
+        let mut seq = 0u64;
+        let mut out = Responses::default();
+        for (ops, advance) in batches {
+            now += advance;
+            // Own every key and value of the batch before borrowing them into requests.
+            let ops: Vec<M> = ops.into_iter().map(|o| remap(o, keys)).collect();
+            let mut owned: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            for o in &ops {
+                seq += 1;
+                let (k, v) = match *o {
+                    M::Get(k) | M::Gets(k) | M::Delete(k) | M::Incr(k, _) | M::Decr(k, _)
+                    | M::Touch(k, _) => (k, Vec::new()),
+                    M::SetNum(k, n) => (k, n.to_string().into_bytes()),
+                    M::Set(k, l, _) | M::Add(k, l, _) | M::Replace(k, l, _) | M::Append(k, l)
+                    | M::Prepend(k, l) | M::Cas(k, l, _) => (k, value_bytes(seq, l)),
+                };
+                owned.push((key_bytes(k), v));
+            }
+            let reqs: Vec<Request<'_>> = ops.iter().zip(&owned).map(|(o, (k, v))| {
+                let cas_for = |b: bool| {
+                    let known = model.items.get(k).and_then(|i| i.cas);
+                    if b { known.unwrap_or(0) } else { 0 }
+                };
+                match *o {
+                    M::Get(_) => Request::get(k),
+                    M::Gets(_) => Request::gets(k),
+                    M::Set(_, _, e) => Request::store(Op::Set, k, v, seq as u32, exptime(e, now)),
+                    M::SetNum(..) => Request::set(k, v),
+                    M::Add(_, _, e) => Request::store(Op::Add, k, v, 1, exptime(e, now)),
+                    M::Replace(_, _, e) => Request::store(Op::Replace, k, v, 2, exptime(e, now)),
+                    M::Append(..) => Request::store(Op::Append, k, v, 3, 0),
+                    M::Prepend(..) => Request::store(Op::Prepend, k, v, 4, 0),
+                    M::Cas(_, _, b) => Request::cas(k, v, 5, 0, cas_for(b)),
+                    M::Delete(_) => Request::delete(k),
+                    M::Incr(_, d) => Request::incr(k, d),
+                    M::Decr(_, d) => Request::decr(k, d),
+                    M::Touch(_, e) => Request::touch(k, exptime(e, now)),
+                }
+            }).collect();
+            out.clear();
+            engine.execute(&reqs, now, &mut out);
+            prop_assert_eq!(out.results.len(), reqs.len());
+            for (req, resp) in reqs.iter().zip(&out.results) {
+                check(&mut model, req, resp, &out, now)?;
+            }
+            prop_assert!(model.lost <= engine.evictions(),
+                "{} items lost but only {} evictions counted", model.lost, engine.evictions());
+            prop_assert!(engine.arena().used() <= engine.arena().limit());
+        }
+    }
+}
+
+fn remap(o: M, keys: u8) -> M {
+    let f = |k: u8| k % keys;
+    match o {
+        M::Get(k) => M::Get(f(k)),
+        M::Gets(k) => M::Gets(f(k)),
+        M::Set(k, l, e) => M::Set(f(k), l, e),
+        M::SetNum(k, n) => M::SetNum(f(k), n),
+        M::Add(k, l, e) => M::Add(f(k), l, e),
+        M::Replace(k, l, e) => M::Replace(f(k), l, e),
+        M::Append(k, l) => M::Append(f(k), l),
+        M::Prepend(k, l) => M::Prepend(f(k), l),
+        M::Cas(k, l, b) => M::Cas(f(k), l, b),
+        M::Delete(k) => M::Delete(f(k)),
+        M::Incr(k, d) => M::Incr(f(k), d),
+        M::Decr(k, d) => M::Decr(f(k), d),
+        M::Touch(k, e) => M::Touch(f(k), e),
+    }
+}
+
+fn check(
+    model: &mut Model,
+    req: &Request<'_>,
+    resp: &Response,
+    out: &Responses,
+    now: u32,
+) -> Result<(), TestCaseError> {
+    let key = req.key;
+    let present = model.live(key, now).is_some();
+    let put = |model: &mut Model, value: Vec<u8>, flags: u32, exptime: i64| {
+        match expiry_at(exptime, now) {
+            Some(expiry) => {
+                model.items.insert(key.to_vec(), Item { value, flags, expiry, cas: None });
+            }
+            None => {
+                model.items.remove(key);
+            }
+        }
+    };
+    match (req.op, *resp) {
+        (Op::Get | Op::Gets, Response::Value { flags, cas, .. }) => {
+            let m = model.live(key, now);
+            prop_assert!(m.is_some(), "GET returned a value the model does not have");
+            let m = m.unwrap();
+            prop_assert_eq!(out.value(resp), &m.value[..], "wrong value");
+            prop_assert_eq!(flags, m.flags);
+            if req.op == Op::Gets {
+                m.cas = Some(cas);
+            }
+        }
+        (Op::Get | Op::Gets, Response::Miss) => model.lose(key, now),
+        (Op::Set, Response::Stored) => put(model, req.value.to_vec(), req.flags, req.exptime),
+        (Op::Add, Response::Stored) => {
+            model.lose(key, now);
+            put(model, req.value.to_vec(), req.flags, req.exptime);
+        }
+        (Op::Add, Response::NotStored) => prop_assert!(present, "ADD refused for an absent key"),
+        (Op::Replace, Response::Stored) => {
+            prop_assert!(present, "REPLACE stored over an absent key");
+            put(model, req.value.to_vec(), req.flags, req.exptime);
+        }
+        (Op::Replace | Op::Append | Op::Prepend, Response::NotStored) => model.lose(key, now),
+        (Op::Append | Op::Prepend, Response::Stored) => {
+            prop_assert!(present, "APPEND/PREPEND on an absent key");
+            let m = model.live(key, now).unwrap();
+            if req.op == Op::Append {
+                m.value.extend_from_slice(req.value);
+            } else {
+                m.value.splice(0..0, req.value.iter().copied());
+            }
+            m.cas = None;
+        }
+        (Op::Cas, Response::Stored) => {
+            prop_assert!(present, "CAS stored over an absent key");
+            let known = model.live(key, now).unwrap().cas;
+            prop_assert_eq!(known, Some(req.cas), "CAS accepted a value it was never given");
+            put(model, req.value.to_vec(), req.flags, req.exptime);
+        }
+        (Op::Cas, Response::Exists) => {
+            prop_assert!(present);
+            let known = model.live(key, now).unwrap().cas;
+            prop_assert!(known != Some(req.cas), "CAS refused the current value");
+        }
+        (Op::Cas | Op::Delete | Op::Incr | Op::Decr | Op::Touch, Response::NotFound) => {
+            model.lose(key, now)
+        }
+        (Op::Delete, Response::Deleted) => {
+            prop_assert!(present, "DELETE found an absent key");
+            model.items.remove(key);
+        }
+        (Op::Incr | Op::Decr, Response::Number(n)) => {
+            prop_assert!(present);
+            let m = model.live(key, now).unwrap();
+            let old: u64 = std::str::from_utf8(&m.value).ok().and_then(|s| s.parse().ok())
+                .ok_or_else(|| TestCaseError::fail("arith on a non-number"))?;
+            let want = if req.op == Op::Incr { old.wrapping_add(req.delta) } else { old.saturating_sub(req.delta) };
+            prop_assert_eq!(n, want);
+            m.value = n.to_string().into_bytes();
+            m.cas = None;
+        }
+        (Op::Incr | Op::Decr, Response::NonNumeric) => {
+            prop_assert!(present);
+            let m = model.live(key, now).unwrap();
+            let numeric = std::str::from_utf8(&m.value).ok().and_then(|s| s.parse::<u64>().ok());
+            prop_assert!(numeric.is_none());
+        }
+        (Op::Touch, Response::Touched) => {
+            prop_assert!(present, "TOUCH found an absent key");
+            match expiry_at(req.exptime, now) {
+                Some(e) => model.live(key, now).unwrap().expiry = e,
+                None => {
+                    model.items.remove(key);
+                }
+            }
+        }
+        (_, Response::OutOfMemory | Response::TooLarge) => {
+            // memcached drops the old value when it cannot store the new one.
+            model.items.remove(key);
+        }
+        (op, r) => prop_assert!(false, "unexpected {:?} for {:?}", r, op),
+    }
+    Ok(())
+}
