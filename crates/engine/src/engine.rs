@@ -59,7 +59,7 @@ impl Engine {
         if config.partitions == 0 || config.partitions > 256 {
             return Err(EngineError::Config("partitions must be 1..=256".into()));
         }
-        if !(config.growth_factor > 1.0) {
+        if config.growth_factor.is_nan() || config.growth_factor <= 1.0 {
             return Err(EngineError::Config("growth factor must be > 1".into()));
         }
         if config.page_size < 4096 || config.page_size > (1 << 30) {

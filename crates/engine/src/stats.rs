@@ -35,10 +35,27 @@ impl EngineStats {
             ($($f:ident),*) => { $( self.$f += o.$f; )* };
         }
         sum!(
-            batches, get_hits, get_misses, key_mismatches, index_evictions,
-            collision_evictions, expired_on_access, expired_swept, cmd_set, cmd_touch,
-            delete_hits, delete_misses, incr_hits, incr_misses, decr_hits, decr_misses,
-            cas_hits, cas_misses, cas_badval, touch_hits, touch_misses
+            batches,
+            get_hits,
+            get_misses,
+            key_mismatches,
+            index_evictions,
+            collision_evictions,
+            expired_on_access,
+            expired_swept,
+            cmd_set,
+            cmd_touch,
+            delete_hits,
+            delete_misses,
+            incr_hits,
+            incr_misses,
+            decr_hits,
+            decr_misses,
+            cas_hits,
+            cas_misses,
+            cas_badval,
+            touch_hits,
+            touch_misses
         );
     }
 }

@@ -22,11 +22,9 @@ fn run(e: &mut Engine, now: u32, reqs: &[Request<'_>]) -> Vec<String> {
     out.results
         .iter()
         .map(|r| match r {
-            Response::Value { flags, .. } => format!(
-                "VALUE {} {}",
-                String::from_utf8_lossy(out.value(r)),
-                flags
-            ),
+            Response::Value { flags, .. } => {
+                format!("VALUE {} {}", String::from_utf8_lossy(out.value(r)), flags)
+            }
             other => format!("{other:?}"),
         })
         .collect()
@@ -48,7 +46,10 @@ fn set_get_delete() {
                 Request::delete(b"a"),
             ],
         );
-        assert_eq!(r, ["Stored", "VALUE 1 5", "Miss", "Deleted", "Miss", "NotFound"]);
+        assert_eq!(
+            r,
+            ["Stored", "VALUE 1 5", "Miss", "Deleted", "Miss", "NotFound"]
+        );
     }
 }
 
@@ -116,7 +117,11 @@ fn add_replace_append_prepend() {
 fn cas_conflicts() {
     let mut e = engine(2);
     let mut out = Responses::default();
-    e.execute(&[Request::set(b"c", b"1"), Request::gets(b"c")], NOW, &mut out);
+    e.execute(
+        &[Request::set(b"c", b"1"), Request::gets(b"c")],
+        NOW,
+        &mut out,
+    );
     let Response::Value { cas, .. } = out.results[1] else {
         panic!("no value")
     };
@@ -193,11 +198,23 @@ fn expiry_relative_absolute_negative_and_touch() {
         ],
     );
     assert_eq!(r[4..], ["VALUE r 0", "VALUE a 0", "Miss", "Miss"]);
-    let r = run(&mut e, NOW + 9, &[Request::get(b"rel"), Request::touch(b"rel", 100)]);
+    let r = run(
+        &mut e,
+        NOW + 9,
+        &[Request::get(b"rel"), Request::touch(b"rel", 100)],
+    );
     assert_eq!(r, ["VALUE r 0", "Touched"]);
-    let r = run(&mut e, NOW + 20, &[Request::get(b"rel"), Request::get(b"abs")]);
+    let r = run(
+        &mut e,
+        NOW + 20,
+        &[Request::get(b"rel"), Request::get(b"abs")],
+    );
     assert_eq!(r, ["VALUE r 0", "Miss"]);
-    let r = run(&mut e, NOW + 109, &[Request::get(b"rel"), Request::touch(b"abs", 5)]);
+    let r = run(
+        &mut e,
+        NOW + 109,
+        &[Request::get(b"rel"), Request::touch(b"abs", 5)],
+    );
     assert_eq!(r, ["Miss", "NotFound"]);
     // A negative exptime on SET removes what was there.
     let r = run(
@@ -262,9 +279,14 @@ fn memory_limit_holds_under_a_flood_of_sets() {
     // Everything stored is either still there or counted as evicted.
     assert_eq!(s.curr_items + e.evictions(), 100_000);
     // The most recent keys are readable and correct.
-    let reqs: Vec<_> = keys[99_900..].iter().map(|k| Request::get(k.as_bytes())).collect();
+    let reqs: Vec<_> = keys[99_900..]
+        .iter()
+        .map(|k| Request::get(k.as_bytes()))
+        .collect();
     let r = run(&mut e, NOW, &reqs);
-    assert!(r.iter().all(|x| x == &format!("VALUE {} 0", "v".repeat(300))));
+    assert!(r
+        .iter()
+        .all(|x| x == &format!("VALUE {} 0", "v".repeat(300))));
 }
 
 /// Two keys whose 32-bit signatures collide, found by brute force (a birthday search).
@@ -318,7 +340,11 @@ fn a_signature_collision_is_a_counted_eviction_never_a_wrong_value() {
     );
     assert_eq!(e.stats().collision_evictions, 1);
     assert_eq!(e.evictions(), 1);
-    assert_eq!(e.store_stats().curr_items, 1, "the evicted item's memory was freed");
+    assert_eq!(
+        e.store_stats().curr_items,
+        1,
+        "the evicted item's memory was freed"
+    );
     // And the other way round: the index points at b; a GET for a must compare keys (KC).
     let r = run(&mut e, NOW, &[Request::get(&a), Request::gets(&a)]);
     assert_eq!(r, ["Miss", "Miss"]);

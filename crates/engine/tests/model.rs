@@ -219,16 +219,24 @@ fn check(
 ) -> Result<(), TestCaseError> {
     let key = req.key;
     let present = model.live(key, now).is_some();
-    let put = |model: &mut Model, value: Vec<u8>, flags: u32, exptime: i64| {
-        match expiry_at(exptime, now) {
+    let put =
+        |model: &mut Model, value: Vec<u8>, flags: u32, exptime: i64| match expiry_at(exptime, now)
+        {
             Some(expiry) => {
-                model.items.insert(key.to_vec(), Item { value, flags, expiry, cas: None });
+                model.items.insert(
+                    key.to_vec(),
+                    Item {
+                        value,
+                        flags,
+                        expiry,
+                        cas: None,
+                    },
+                );
             }
             None => {
                 model.items.remove(key);
             }
-        }
-    };
+        };
     match (req.op, *resp) {
         (Op::Get | Op::Gets, Response::Value { flags, cas, .. }) => {
             let m = model.live(key, now);
@@ -265,7 +273,11 @@ fn check(
         (Op::Cas, Response::Stored) => {
             prop_assert!(present, "CAS stored over an absent key");
             let known = model.live(key, now).unwrap().cas;
-            prop_assert_eq!(known, Some(req.cas), "CAS accepted a value it was never given");
+            prop_assert_eq!(
+                known,
+                Some(req.cas),
+                "CAS accepted a value it was never given"
+            );
             put(model, req.value.to_vec(), req.flags, req.exptime);
         }
         (Op::Cas, Response::Exists) => {
@@ -283,9 +295,15 @@ fn check(
         (Op::Incr | Op::Decr, Response::Number(n)) => {
             prop_assert!(present);
             let m = model.live(key, now).unwrap();
-            let old: u64 = std::str::from_utf8(&m.value).ok().and_then(|s| s.parse().ok())
+            let old: u64 = std::str::from_utf8(&m.value)
+                .ok()
+                .and_then(|s| s.parse().ok())
                 .ok_or_else(|| TestCaseError::fail("arith on a non-number"))?;
-            let want = if req.op == Op::Incr { old.wrapping_add(req.delta) } else { old.saturating_sub(req.delta) };
+            let want = if req.op == Op::Incr {
+                old.wrapping_add(req.delta)
+            } else {
+                old.saturating_sub(req.delta)
+            };
             prop_assert_eq!(n, want);
             m.value = n.to_string().into_bytes();
             m.cas = None;
@@ -293,7 +311,9 @@ fn check(
         (Op::Incr | Op::Decr, Response::NonNumeric) => {
             prop_assert!(present);
             let m = model.live(key, now).unwrap();
-            let numeric = std::str::from_utf8(&m.value).ok().and_then(|s| s.parse::<u64>().ok());
+            let numeric = std::str::from_utf8(&m.value)
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok());
             prop_assert!(numeric.is_none());
         }
         (Op::Touch, Response::Touched) => {

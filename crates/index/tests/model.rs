@@ -49,7 +49,7 @@ proptest! {
                     let k = k % space;
                     next_loc += 1; // locations unique, as the store guarantees
                     match ix.insert_one(&key(k, space), next_loc) {
-                        InsertOutcome::Inserted => { prop_assert!(model.get(&k).is_none()); }
+                        InsertOutcome::Inserted => { prop_assert!(!model.contains_key(&k)); }
                         InsertOutcome::Replaced(old) => {
                             match model.get(&k) {
                                 Some(&l) => prop_assert_eq!(l, old),
