@@ -28,7 +28,7 @@ impl Region {
         }
         #[cfg(miri)]
         {
-            let layout = std::alloc::Layout::from_size_align(len.max(1), 64)
+            let layout = std::alloc::Layout::from_size_align(len.max(1), HUGE_PAGE)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             // SAFETY: the layout has a non-zero size.
             let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
