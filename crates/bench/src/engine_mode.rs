@@ -95,6 +95,10 @@ pub struct Args {
     /// Skip the hashbrown::HashMap comparison (it needs ~100 bytes per key of extra memory).
     #[arg(long)]
     no_hashbrown: bool,
+    /// Memory budget in MiB for index and items (default: sized to hold every key with room
+    /// to spare). A smaller budget makes the run measure an engine that evicts.
+    #[arg(long)]
+    memory_mb: Option<usize>,
     /// Print one JSON object per result line instead of text.
     #[arg(long)]
     json: bool,
@@ -196,7 +200,10 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     });
 
     for &threads in &args.threads {
-        let memory = memory_for(keys, chunk, threads);
+        let memory = args
+            .memory_mb
+            .map(|mb| mb << 20)
+            .unwrap_or_else(|| memory_for(keys, chunk, threads));
         let engine = Engine::new(&EngineConfig {
             memory_bytes: memory,
             partitions: threads,
@@ -233,7 +240,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         let missing: u64 = parts.iter().map(|p| p.evictions()).sum();
         anyhow::ensure!(
             missing == 0,
-            "{missing} keys evicted during preload: budget too small"
+            "{missing} keys evicted during preload: --memory-mb too small for --keys"
         );
 
         let emit = |what: &str, dist: Option<Dist>, runs: Vec<f64>, limit: f64| {

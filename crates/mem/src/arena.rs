@@ -170,7 +170,11 @@ mod tests {
     #[test]
     fn concurrent_carving_hands_out_each_byte_once() {
         // Smaller under Miri, which interprets every byte written.
-        let (total, piece) = if cfg!(miri) { (1 << 14, 256) } else { (1 << 20, 4096) };
+        let (total, piece) = if cfg!(miri) {
+            (1 << 14, 256)
+        } else {
+            (1 << 20, 4096)
+        };
         let arena = Arc::new(Arena::new(total).unwrap());
         let threads: Vec<_> = (0..4u8)
             .map(|t| {
