@@ -225,41 +225,17 @@ impl Partition {
         let cur = self.find_live(req.key, h, now);
         match req.op {
             Op::Get | Op::Gets => unreachable!("reads are grouped"),
-            Op::Set => self.store_new(
-                req.key,
-                h,
-                Parts::One(req.value),
-                req.flags,
-                req.exptime,
-                now,
-                cur,
-            ),
+            Op::Set => self.store_request(req, h, now, cur),
             Op::Add => match cur {
                 Some(loc) => {
                     // memcached bumps an item that an ADD found.
                     self.store.touch_ref(loc);
                     Response::NotStored
                 }
-                None => self.store_new(
-                    req.key,
-                    h,
-                    Parts::One(req.value),
-                    req.flags,
-                    req.exptime,
-                    now,
-                    None,
-                ),
+                None => self.store_request(req, h, now, None),
             },
             Op::Replace => match cur {
-                Some(_) => self.store_new(
-                    req.key,
-                    h,
-                    Parts::One(req.value),
-                    req.flags,
-                    req.exptime,
-                    now,
-                    cur,
-                ),
+                Some(_) => self.store_request(req, h, now, cur),
                 None => Response::NotStored,
             },
             Op::Append | Op::Prepend => {
@@ -288,15 +264,7 @@ impl Partition {
                     return Response::Exists;
                 }
                 self.stats.cas_hits += 1;
-                self.store_new(
-                    req.key,
-                    h,
-                    Parts::One(req.value),
-                    req.flags,
-                    req.exptime,
-                    now,
-                    cur,
-                )
+                self.store_request(req, h, now, cur)
             }
             Op::Delete => match cur {
                 Some(loc) => {
@@ -373,6 +341,25 @@ impl Partition {
             Response::Stored => Response::Number(new),
             other => other,
         }
+    }
+
+    /// Stores the request's own value, flags and exptime as the new version of its key.
+    fn store_request(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        now: u32,
+        cur: Option<Location>,
+    ) -> Response {
+        self.store_new(
+            req.key,
+            h,
+            Parts::One(req.value),
+            req.flags,
+            req.exptime,
+            now,
+            cur,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
