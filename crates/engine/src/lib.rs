@@ -10,9 +10,11 @@
 mod engine;
 mod partition;
 mod request;
+mod shared;
 mod stats;
 
 pub use engine::{Engine, EngineConfig, EngineError};
 pub use partition::Partition;
 pub use request::{Op, Request, Response, Responses};
+pub use shared::{ClassStats, Scratch, SharedEngine};
 pub use stats::EngineStats;

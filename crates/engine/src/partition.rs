@@ -21,6 +21,8 @@ pub struct Partition {
     store: SlabStore,
     stats: EngineStats,
     last_sweep: u32,
+    /// A delayed `flush_all` waiting for its time.
+    flush_at: Option<u32>,
     // Scratch, kept to avoid allocating per batch.
     hashes: Vec<KeyHash>,
     group: Vec<u32>,
@@ -51,6 +53,7 @@ impl Partition {
             store,
             stats: EngineStats::default(),
             last_sweep: 0,
+            flush_at: None,
             hashes: Vec::new(),
             group: Vec::with_capacity(READ_GROUP),
             group_hashes: Vec::with_capacity(READ_GROUP),
@@ -61,6 +64,23 @@ impl Partition {
 
     pub fn stats(&self) -> EngineStats {
         self.stats
+    }
+
+    /// memcached's `flush_all`: every item stored before `at` (Unix time) is gone once the
+    /// clock reaches `at`; `at <= now` means at once.
+    pub fn flush_all(&mut self, at: u32, now: u32) {
+        if at <= now {
+            self.flush_now();
+        } else {
+            self.flush_at = Some(at);
+        }
+    }
+
+    fn flush_now(&mut self) {
+        self.index.clear();
+        self.store.clear();
+        self.flush_at = None;
+        self.stats.flushes += 1;
     }
 
     pub fn store_stats(&self) -> StoreStats {
@@ -111,6 +131,9 @@ impl Partition {
         data: &mut Vec<u8>,
     ) {
         self.stats.batches += 1;
+        if self.flush_at.is_some_and(|at| at <= now) {
+            self.flush_now();
+        }
         self.maybe_sweep(now);
         self.group.clear();
         for i in which {
@@ -129,7 +152,7 @@ impl Partition {
             if self.group.iter().any(|&g| hashes[g as usize].sig == h.sig) {
                 self.flush_reads(reqs, hashes, now, results, data);
             }
-            results[iu] = self.write(req, &h, now);
+            results[iu] = self.write(req, &h, now, data);
         }
         if !self.group.is_empty() {
             self.flush_reads(reqs, hashes, now, results, data);
@@ -186,6 +209,7 @@ impl Partition {
                         cas: item.cas(),
                         offset,
                         len: item.value_len() as u32,
+                        expiry: item.expiry(),
                     };
                     self.store.touch_ref(loc);
                     self.stats.get_hits += 1;
@@ -221,10 +245,33 @@ impl Partition {
         Some(loc)
     }
 
-    fn write(&mut self, req: &Request<'_>, h: &KeyHash, now: u32) -> Response {
+    fn write(&mut self, req: &Request<'_>, h: &KeyHash, now: u32, data: &mut Vec<u8>) -> Response {
         let cur = self.find_live(req.key, h, now);
         match req.op {
             Op::Get | Op::Gets => unreachable!("reads are grouped"),
+            Op::Gat | Op::Gats => {
+                self.stats.cmd_touch += 1;
+                let Some(loc) = cur else {
+                    self.stats.get_misses += 1;
+                    self.stats.touch_misses += 1;
+                    return Response::Miss;
+                };
+                let raw = expiry_from_exptime(req.exptime, now).to_raw();
+                self.store.set_expiry(loc, raw);
+                self.store.touch_ref(loc);
+                self.stats.get_hits += 1;
+                self.stats.touch_hits += 1;
+                let item = self.store.get(loc).expect("found live above");
+                let offset = data.len() as u32;
+                data.extend_from_slice(item.value());
+                Response::Value {
+                    flags: item.flags(),
+                    cas: item.cas(),
+                    offset,
+                    len: item.value_len() as u32,
+                    expiry: item.expiry(),
+                }
+            }
             Op::Set => self.store_request(req, h, now, cur),
             Op::Add => match cur {
                 Some(loc) => {
@@ -267,6 +314,12 @@ impl Partition {
                 self.store_request(req, h, now, cur)
             }
             Op::Delete => match cur {
+                Some(loc)
+                    if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) =>
+                {
+                    // A delete that names a CAS (meta `md C`) only removes that version.
+                    Response::Exists
+                }
                 Some(loc) => {
                     unlink(&mut self.index, &mut self.store, h, loc);
                     self.stats.delete_hits += 1;

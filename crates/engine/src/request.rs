@@ -15,6 +15,9 @@ pub enum Op {
     Incr,
     Decr,
     Touch,
+    /// Get and touch (`gat`); `Gats` also returns the CAS.
+    Gat,
+    Gats,
 }
 
 impl Op {
@@ -32,7 +35,7 @@ pub struct Request<'a> {
     pub flags: u32,
     /// memcached exptime: 0 never, <= 30 days relative, else absolute; negative = expired.
     pub exptime: i64,
-    /// Compare value for CAS.
+    /// Compare value for CAS (and, when non-zero, for DELETE).
     pub cas: u64,
     /// Amount for INCR / DECR.
     pub delta: u64,
@@ -98,6 +101,13 @@ impl<'a> Request<'a> {
         }
     }
 
+    pub fn gat(key: &'a [u8], exptime: i64) -> Self {
+        Request {
+            exptime,
+            ..Self::new(Op::Gat, key)
+        }
+    }
+
     pub fn touch(key: &'a [u8], exptime: i64) -> Self {
         Request {
             exptime,
@@ -115,6 +125,8 @@ pub enum Response {
         cas: u64,
         offset: u32,
         len: u32,
+        /// Raw expiry: 0 never, else the Unix time it expires.
+        expiry: u32,
     },
     Miss,
     Stored,

@@ -27,6 +27,7 @@ pub struct EngineStats {
     pub cas_badval: u64,
     pub touch_hits: u64,
     pub touch_misses: u64,
+    pub flushes: u64,
 }
 
 impl EngineStats {
@@ -55,7 +56,8 @@ impl EngineStats {
             cas_misses,
             cas_badval,
             touch_hits,
-            touch_misses
+            touch_misses,
+            flushes
         );
     }
 }

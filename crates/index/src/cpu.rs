@@ -64,6 +64,15 @@ impl CpuIndex {
         bytemuck::cast_slice_mut(&mut self.mem)
     }
 
+    /// Empties the table (`flush_all`).
+    pub fn clear(&mut self) {
+        for b in self.buckets_mut() {
+            b.sigs = [EMPTY_SIGNATURE; SLOTS];
+            b.locs = [NO_LOCATION; SLOTS];
+        }
+        self.stats.entries = 0;
+    }
+
     pub fn bucket_count(&self) -> u32 {
         self.mask + 1
     }

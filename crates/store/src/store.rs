@@ -475,6 +475,26 @@ impl SlabStore {
         freed
     }
 
+    /// Frees every item (`flush_all`). Pages stay with their classes.
+    pub fn clear(&mut self) {
+        for class in &mut self.classes {
+            for slot in 0..class.bump {
+                class.chunk_mut(slot)[OFF_STATUS] = FREE;
+            }
+            let bitmap = class.info.bitmap_bytes;
+            for page in &mut class.pages {
+                page[..bitmap].fill(0);
+            }
+            class.free_head = NO_LOCATION;
+            class.bump = 0;
+            class.hand = 0;
+            class.items = 0;
+        }
+        self.stats.curr_items = 0;
+        self.stats.bytes = 0;
+        self.sweep_at = (0, 0);
+    }
+
     pub fn page_size(&self) -> usize {
         self.page_size
     }

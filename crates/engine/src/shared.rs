@@ -1,0 +1,152 @@
+//! The engine shared by network worker threads.
+//!
+//! Each partition sits behind its own mutex, taken once per batch: a worker locks a partition,
+//! runs every request of its batch that the partition owns, and lets go. The lock is therefore
+//! amortised over the whole batch (one event-loop pass of one worker), and with as many
+//! partitions as workers two workers rarely want the same one at the same moment.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use hkv_index::{hash_key, KeyHash};
+use hkv_mem::Arena;
+use hkv_store::{expiry_from_exptime, ClassInfo, Expiry, StoreStats};
+
+use crate::engine::{Engine, EngineConfig, EngineError};
+use crate::partition::Partition;
+use crate::request::{Request, Response, Responses};
+use crate::stats::EngineStats;
+
+pub struct SharedEngine {
+    arena: Arc<Arena>,
+    partitions: Vec<Mutex<Partition>>,
+}
+
+/// Per-caller scratch, so batches allocate nothing once warm.
+#[derive(Default)]
+pub struct Scratch {
+    hashes: Vec<KeyHash>,
+    owners: Vec<u32>,
+}
+
+/// Per-class figures for `stats slabs` / `stats items`, summed over partitions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassStats {
+    pub info: ClassInfo,
+    pub pages: usize,
+    pub items: u64,
+}
+
+impl SharedEngine {
+    pub fn new(config: &EngineConfig) -> Result<SharedEngine, EngineError> {
+        let (arena, parts) = Engine::new(config)?.into_partitions();
+        Ok(SharedEngine {
+            arena,
+            partitions: parts.into_iter().map(Mutex::new).collect(),
+        })
+    }
+
+    fn lock(&self, p: usize) -> MutexGuard<'_, Partition> {
+        // A panic while a partition was locked leaves it consistent for reads of other keys;
+        // keep serving rather than take the whole server down.
+        self.partitions[p]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn partitions(&self) -> usize {
+        self.partitions.len()
+    }
+
+    pub fn arena(&self) -> &Arena {
+        &self.arena
+    }
+
+    /// Executes a batch; appends one response per request, in request order.
+    pub fn execute(&self, reqs: &[Request<'_>], now: u32, out: &mut Responses, s: &mut Scratch) {
+        let n = self.partitions.len() as u32;
+        if n == 1 {
+            self.lock(0).execute(reqs, now, out);
+            return;
+        }
+        s.hashes.clear();
+        s.hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
+        s.owners.clear();
+        s.owners.extend(s.hashes.iter().map(|h| h.partition(n)));
+        let base = out.results.len();
+        out.results.resize(base + reqs.len(), Response::Miss);
+        let Responses { results, data } = out;
+        for p in 0..n {
+            if !s.owners.contains(&p) {
+                continue;
+            }
+            let owners = &s.owners;
+            let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
+            self.lock(p as usize)
+                .run(reqs, &s.hashes, mine, now, &mut results[base..], data);
+        }
+    }
+
+    /// `flush_all [delay]` with memcached's exptime rules for the delay.
+    pub fn flush_all(&self, delay: i64, now: u32) {
+        let at = match expiry_from_exptime(delay, now) {
+            Expiry::At(t) => t,
+            Expiry::Never | Expiry::AlreadyExpired => now,
+        };
+        for p in 0..self.partitions.len() {
+            self.lock(p).flush_all(at, now);
+        }
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let mut s = EngineStats::default();
+        for p in 0..self.partitions.len() {
+            s.add(&self.lock(p).stats());
+        }
+        s
+    }
+
+    pub fn store_stats(&self) -> StoreStats {
+        let mut s = StoreStats::default();
+        for p in 0..self.partitions.len() {
+            let o = self.lock(p).store_stats();
+            s.curr_items += o.curr_items;
+            s.total_items += o.total_items;
+            s.evictions += o.evictions;
+            s.reclaimed += o.reclaimed;
+            s.pages += o.pages;
+            s.bytes += o.bytes;
+            s.out_of_memory += o.out_of_memory;
+        }
+        s
+    }
+
+    pub fn evictions(&self) -> u64 {
+        (0..self.partitions.len())
+            .map(|p| self.lock(p).evictions())
+            .sum()
+    }
+
+    pub fn index_bytes(&self) -> usize {
+        use hkv_index::IndexBackend;
+        (0..self.partitions.len())
+            .map(|p| self.lock(p).index().table_bytes())
+            .sum()
+    }
+
+    pub fn class_stats(&self) -> Vec<ClassStats> {
+        let mut out: Vec<ClassStats> = Vec::new();
+        for p in 0..self.partitions.len() {
+            let part = self.lock(p);
+            for (i, (info, pages, items)) in part.store().classes().enumerate() {
+                match out.get_mut(i) {
+                    Some(c) => {
+                        c.pages += pages;
+                        c.items += items;
+                    }
+                    None => out.push(ClassStats { info, pages, items }),
+                }
+            }
+        }
+        out
+    }
+}

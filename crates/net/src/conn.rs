@@ -1,0 +1,84 @@
+//! One client connection's buffers and state.
+
+use mio::net::TcpStream;
+
+pub(crate) struct Conn {
+    pub stream: TcpStream,
+    /// Input storage (initialised, possibly beyond `rend`); `rstart..rend` is unparsed.
+    pub rbuf: Vec<u8>,
+    pub rstart: usize,
+    pub rend: usize,
+    /// Bytes of a refused data block still to be dropped as they arrive.
+    pub swallow: usize,
+    /// Output; bytes before `wpos` are sent.
+    pub wbuf: Vec<u8>,
+    pub wpos: usize,
+    /// The peer sent EOF: answer what is buffered, then close.
+    pub read_closed: bool,
+    /// Close once the output is sent (`quit`, a protocol error that closes).
+    pub close_after_write: bool,
+    /// Input may be waiting in the socket that we did not read (buffer full or output
+    /// backed up): read again without waiting for an event.
+    pub want_read: bool,
+    /// Parsed input is still waiting (a pass stopped at a barrier or a limit).
+    pub want_parse: bool,
+    pub writable_registered: bool,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream) -> Conn {
+        Conn {
+            stream,
+            rbuf: Vec::new(),
+            rstart: 0,
+            rend: 0,
+            swallow: 0,
+            wbuf: Vec::with_capacity(4096),
+            wpos: 0,
+            read_closed: false,
+            close_after_write: false,
+            want_read: false,
+            want_parse: false,
+            writable_registered: false,
+        }
+    }
+
+    pub fn pending_output(&self) -> usize {
+        self.wbuf.len() - self.wpos
+    }
+
+    pub fn unparsed(&self) -> usize {
+        self.rend - self.rstart
+    }
+
+    /// Makes room for at least `want` more bytes of input after `rend`.
+    pub fn reserve_read(&mut self, want: usize) {
+        if self.rbuf.len() - self.rend < want {
+            self.rbuf.resize(self.rend + want, 0);
+        }
+    }
+
+    /// Drops consumed input so the buffer does not grow without bound.
+    pub fn compact(&mut self) {
+        if self.rstart == self.rend {
+            self.rstart = 0;
+            self.rend = 0;
+        } else if self.rstart > 0 && self.rstart >= self.rend / 2 {
+            self.rbuf.copy_within(self.rstart..self.rend, 0);
+            self.rend -= self.rstart;
+            self.rstart = 0;
+        }
+        if self.wpos == self.wbuf.len() {
+            self.wbuf.clear();
+            self.wpos = 0;
+        }
+        // Give back memory a burst left behind.
+        if self.rbuf.len() > 1 << 20 && self.rend < 16384 {
+            self.rbuf.truncate(16384);
+            self.rbuf.shrink_to_fit();
+        }
+        if self.wbuf.capacity() > 1 << 20 && self.wbuf.len() < 4096 {
+            self.wbuf.shrink_to(4096);
+        }
+    }
+}

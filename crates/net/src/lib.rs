@@ -1,0 +1,245 @@
+//! The network layer: RV, PP, WR and SD of DIDO's eight tasks.
+//!
+//! One acceptor thread hands connections round-robin to `threads` workers. Each worker runs a
+//! mio event loop; in each pass it reads every ready connection, parses every complete
+//! request, runs them all through the engine as **one batch**, and writes each connection's
+//! responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
+
+mod conn;
+mod meta;
+mod respond;
+mod stats;
+mod worker;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use hkv_engine::SharedEngine;
+use hkv_proto::text::Limits;
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+pub use stats::ServerStats;
+
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    pub listen: SocketAddr,
+    pub threads: usize,
+    /// `-c`: connections beyond this are told so and closed.
+    pub max_connections: usize,
+    pub limits: Limits,
+    /// memcached's `-A`: allow the `shutdown` command.
+    pub enable_shutdown: bool,
+    /// Bytes of pending output after which a connection's input is left unread until the
+    /// client reads its responses.
+    pub output_high_water: usize,
+    pub verbose: u8,
+    /// Settings echoed by `stats settings`.
+    pub memory_limit: usize,
+    pub growth_factor: f64,
+    pub page_size: usize,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
+            threads: 4,
+            max_connections: 1024,
+            limits: Limits::default(),
+            enable_shutdown: false,
+            output_high_water: 1 << 20,
+            verbose: 0,
+            memory_limit: 64 << 20,
+            growth_factor: 1.25,
+            page_size: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("cannot listen on {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What workers share.
+pub(crate) struct Shared {
+    pub engine: SharedEngine,
+    pub config: NetConfig,
+    pub stats: ServerStats,
+    pub stop: AtomicBool,
+    pub started: std::time::Instant,
+}
+
+impl Shared {
+    pub(crate) fn engine_page_size(&self) -> usize {
+        self.config.page_size
+    }
+}
+
+/// A running server. Dropping it does not stop it; call [`Server::shutdown`].
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    wakers: Vec<Arc<Waker>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+const LISTENER: Token = Token(0);
+const ACCEPT_WAKE: Token = Token(1);
+
+impl Server {
+    /// Binds and starts the acceptor and workers.
+    pub fn start(engine: SharedEngine, config: NetConfig) -> Result<Server, NetError> {
+        let mut listener =
+            TcpListener::bind(config.listen).map_err(|e| NetError::Bind(config.listen, e))?;
+        let addr = listener.local_addr()?;
+        let threads = config.threads.max(1);
+        let shared = Arc::new(Shared {
+            engine,
+            config,
+            stats: ServerStats::default(),
+            stop: AtomicBool::new(false),
+            started: std::time::Instant::now(),
+        });
+        let mut handles = Vec::new();
+        let mut wakers = Vec::new();
+        let mut senders = Vec::new();
+        for id in 0..threads {
+            let poll = Poll::new()?;
+            let waker = Arc::new(Waker::new(poll.registry(), worker::WAKE)?);
+            let (tx, rx) = mpsc::channel();
+            let w = worker::Worker::new(id, poll, rx, Arc::clone(&shared), Arc::clone(&waker));
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("hkv-worker-{id}"))
+                    .spawn(move || w.run())?,
+            );
+            senders.push((tx, Arc::clone(&waker)));
+            wakers.push(waker);
+        }
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let accept_waker = Arc::new(Waker::new(poll.registry(), ACCEPT_WAKE)?);
+        wakers.push(Arc::clone(&accept_waker));
+        let acc_shared = Arc::clone(&shared);
+        handles.push(
+            std::thread::Builder::new()
+                .name("hkv-accept".into())
+                .spawn(move || accept_loop(poll, listener, senders, acc_shared))?,
+        );
+        tracing::info!(%addr, threads, "listening");
+        Ok(Server {
+            addr,
+            shared,
+            wakers,
+            threads: handles,
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A handle that stops the server from another thread (a signal handler's thread).
+    pub fn stopper(&self) -> Stopper {
+        Stopper {
+            shared: Arc::clone(&self.shared),
+            wakers: self.wakers.clone(),
+        }
+    }
+
+    /// Waits until the server stops (a `shutdown` command or a [`Stopper`]).
+    pub fn wait(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+
+    pub fn shutdown(self) {
+        self.stopper().stop();
+        self.wait();
+    }
+}
+
+#[derive(Clone)]
+pub struct Stopper {
+    shared: Arc<Shared>,
+    wakers: Vec<Arc<Waker>>,
+}
+
+impl Stopper {
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for w in &self.wakers {
+            let _ = w.wake();
+        }
+    }
+}
+
+fn accept_loop(
+    mut poll: Poll,
+    listener: TcpListener,
+    workers: Vec<(mpsc::Sender<mio::net::TcpStream>, Arc<Waker>)>,
+    shared: Arc<Shared>,
+) {
+    let mut events = Events::with_capacity(64);
+    let next = AtomicUsize::new(0);
+    while !shared.stop.load(Ordering::SeqCst) {
+        if let Err(e) = poll.poll(&mut events, None) {
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            tracing::error!(error = %e, "accept poll failed");
+            break;
+        }
+        if shared.stop.load(Ordering::SeqCst) {
+            break;
+        }
+        loop {
+            match listener.accept() {
+                Ok((mut stream, peer)) => {
+                    let curr = shared.stats.curr_connections.load(Ordering::Relaxed);
+                    if curr >= shared.config.max_connections {
+                        // memcached's answer at its connection limit.
+                        use std::io::Write;
+                        let _ = stream.write(b"ERROR Too many open connections\r\n");
+                        shared
+                            .stats
+                            .rejected_connections
+                            .fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    shared
+                        .stats
+                        .curr_connections
+                        .fetch_add(1, Ordering::Relaxed);
+                    shared
+                        .stats
+                        .total_connections
+                        .fetch_add(1, Ordering::Relaxed);
+                    let i = next.fetch_add(1, Ordering::Relaxed) % workers.len();
+                    tracing::debug!(%peer, worker = i, "accepted");
+                    if workers[i].0.send(stream).is_ok() {
+                        let _ = workers[i].1.wake();
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: log and try again on the next event.
+                    tracing::warn!(error = %e, "accept failed");
+                    break;
+                }
+            }
+        }
+    }
+}

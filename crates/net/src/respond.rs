@@ -1,0 +1,129 @@
+//! WR: turns engine results and server state into memcached's response bytes.
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+
+use hkv_engine::{Response, Responses};
+
+use crate::Shared;
+
+pub(crate) use crate::meta::plan_meta;
+
+/// One piece of a connection's reply, in request order.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// A fixed line; `\r\n` is appended.
+    Text(&'static str),
+    /// One key of a get: a VALUE block on a hit, nothing on a miss.
+    Value {
+        idx: u32,
+        key_off: u32,
+        key_len: u32,
+        cas: bool,
+    },
+    /// The reply of a storage, delete, incr/decr or touch command.
+    Reply {
+        idx: u32,
+        noreply: bool,
+    },
+    Flush {
+        delay: i64,
+        noreply: bool,
+    },
+    Version,
+    Shutdown,
+    Stats(Vec<Vec<u8>>),
+    Meta(crate::meta::MetaStep),
+}
+
+pub(crate) const VERSION: &str = concat!("1.6.21-hkv", env!("CARGO_PKG_VERSION"));
+
+/// Appends the bytes of `step` to `out`. Returns true if the server must stop.
+pub(crate) fn write(
+    step: &Step,
+    rbuf: &[u8],
+    res: &Responses,
+    shared: &Shared,
+    now: u32,
+    out: &mut Vec<u8>,
+) -> bool {
+    match *step {
+        Step::Text(t) => line(out, t),
+        Step::Value {
+            idx,
+            key_off,
+            key_len,
+            cas,
+        } => {
+            let r = &res.results[idx as usize];
+            if let Response::Value {
+                flags, cas: c, len, ..
+            } = *r
+            {
+                let key = &rbuf[key_off as usize..(key_off + key_len) as usize];
+                out.extend_from_slice(b"VALUE ");
+                out.extend_from_slice(key);
+                let _ = if cas {
+                    write!(out, " {flags} {len} {c}\r\n")
+                } else {
+                    write!(out, " {flags} {len}\r\n")
+                };
+                out.extend_from_slice(res.value(r));
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        Step::Reply { idx, noreply } => {
+            if !noreply {
+                reply(out, &res.results[idx as usize]);
+            }
+        }
+        Step::Flush { delay, noreply } => {
+            shared.engine.flush_all(delay, now);
+            shared.stats.cmd_flush.fetch_add(1, Ordering::Relaxed);
+            if !noreply {
+                line(out, "OK");
+            }
+        }
+        Step::Version => {
+            out.extend_from_slice(b"VERSION ");
+            line(out, VERSION);
+        }
+        Step::Shutdown => {
+            if shared.config.enable_shutdown {
+                return true;
+            }
+            line(out, "ERROR: shutdown not enabled");
+        }
+        Step::Stats(ref args) => crate::stats::write_stats(args, shared, now, out),
+        Step::Meta(ref m) => crate::meta::write(m, rbuf, res, out),
+    }
+    false
+}
+
+pub(crate) fn line(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(s.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// memcached's words for each engine result.
+fn reply(out: &mut Vec<u8>, r: &Response) {
+    match *r {
+        Response::Stored => line(out, "STORED"),
+        Response::NotStored => line(out, "NOT_STORED"),
+        Response::Exists => line(out, "EXISTS"),
+        Response::NotFound | Response::Miss => line(out, "NOT_FOUND"),
+        Response::Deleted => line(out, "DELETED"),
+        Response::Touched => line(out, "TOUCHED"),
+        Response::Number(n) => {
+            let _ = write!(out, "{n}\r\n");
+        }
+        Response::NonNumeric => line(
+            out,
+            "CLIENT_ERROR cannot increment or decrement non-numeric value",
+        ),
+        Response::TooLarge => line(out, "SERVER_ERROR object too large for cache"),
+        Response::OutOfMemory => line(out, "SERVER_ERROR out of memory storing object"),
+        Response::KeyTooLong => line(out, "CLIENT_ERROR bad command line format"),
+        Response::Value { .. } => line(out, "SERVER_ERROR unexpected value"),
+    }
+}

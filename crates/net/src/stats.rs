@@ -1,0 +1,187 @@
+//! Server-side counters; engine counters come from the engine.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::AtomicUsize;
+
+#[derive(Default)]
+pub struct ServerStats {
+    pub curr_connections: AtomicUsize,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub cmd_get: AtomicU64,
+    pub cmd_set: AtomicU64,
+    pub cmd_flush: AtomicU64,
+    pub cmd_touch: AtomicU64,
+    pub batches: AtomicU64,
+    pub batched_requests: AtomicU64,
+}
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+
+use crate::respond::line;
+use crate::Shared;
+
+fn stat(out: &mut Vec<u8>, name: &str, v: impl std::fmt::Display) {
+    let _ = write!(out, "STAT {name} {v}\r\n");
+}
+
+/// CPU seconds of this process (user, system), from /proc; zeros where unavailable.
+fn rusage() -> (f64, f64) {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    (tick(11), tick(12))
+}
+
+/// `stats [group]`, with memcached's names; `stats hkv` adds the engine's own figures.
+pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut Vec<u8>) {
+    let s = &shared.stats;
+    let cfg = &shared.config;
+    let group = args.first().map(|a| a.as_slice());
+    match group {
+        None => {
+            let e = shared.engine.stats();
+            let st = shared.engine.store_stats();
+            let (user, sys) = rusage();
+            stat(out, "pid", std::process::id());
+            stat(out, "uptime", shared.started.elapsed().as_secs());
+            stat(out, "time", now);
+            stat(out, "version", crate::respond::VERSION);
+            stat(out, "pointer_size", usize::BITS);
+            stat(out, "rusage_user", format!("{user:.6}"));
+            stat(out, "rusage_system", format!("{sys:.6}"));
+            stat(out, "max_connections", cfg.max_connections);
+            stat(
+                out,
+                "curr_connections",
+                s.curr_connections.load(Ordering::Relaxed),
+            );
+            stat(
+                out,
+                "total_connections",
+                s.total_connections.load(Ordering::Relaxed),
+            );
+            stat(
+                out,
+                "rejected_connections",
+                s.rejected_connections.load(Ordering::Relaxed),
+            );
+            stat(out, "cmd_get", e.get_hits + e.get_misses);
+            stat(out, "cmd_set", e.cmd_set);
+            stat(out, "cmd_flush", s.cmd_flush.load(Ordering::Relaxed));
+            stat(out, "cmd_touch", e.cmd_touch);
+            stat(out, "get_hits", e.get_hits);
+            stat(out, "get_misses", e.get_misses);
+            stat(out, "get_expired", e.expired_on_access);
+            stat(out, "delete_misses", e.delete_misses);
+            stat(out, "delete_hits", e.delete_hits);
+            stat(out, "incr_misses", e.incr_misses);
+            stat(out, "incr_hits", e.incr_hits);
+            stat(out, "decr_misses", e.decr_misses);
+            stat(out, "decr_hits", e.decr_hits);
+            stat(out, "cas_misses", e.cas_misses);
+            stat(out, "cas_hits", e.cas_hits);
+            stat(out, "cas_badval", e.cas_badval);
+            stat(out, "touch_hits", e.touch_hits);
+            stat(out, "touch_misses", e.touch_misses);
+            stat(out, "store_no_memory", st.out_of_memory);
+            stat(out, "bytes_read", s.bytes_read.load(Ordering::Relaxed));
+            stat(
+                out,
+                "bytes_written",
+                s.bytes_written.load(Ordering::Relaxed),
+            );
+            stat(out, "limit_maxbytes", cfg.memory_limit);
+            stat(out, "threads", cfg.threads);
+            stat(out, "hash_bytes", shared.engine.index_bytes());
+            stat(out, "bytes", st.bytes);
+            stat(out, "curr_items", st.curr_items);
+            stat(out, "total_items", st.total_items);
+            stat(out, "evictions", shared.engine.evictions());
+            stat(out, "reclaimed", st.reclaimed + e.expired_swept);
+        }
+        Some(b"settings") => {
+            stat(out, "maxbytes", cfg.memory_limit);
+            stat(out, "maxconns", cfg.max_connections);
+            stat(out, "tcpport", cfg.listen.port());
+            stat(out, "udpport", 0);
+            stat(out, "interface", cfg.listen.ip());
+            stat(out, "verbosity", cfg.verbose);
+            stat(out, "num_threads", cfg.threads);
+            stat(out, "growth_factor", format!("{:.2}", cfg.growth_factor));
+            stat(out, "item_size_max", cfg.limits.max_item_size);
+            stat(out, "evictions", "on");
+            stat(out, "cas_enabled", "yes");
+            stat(
+                out,
+                "shutdown_command",
+                if cfg.enable_shutdown { "yes" } else { "no" },
+            );
+        }
+        Some(b"items") => {
+            for (i, c) in shared.engine.class_stats().iter().enumerate() {
+                if c.items > 0 {
+                    stat(out, &format!("items:{}:number", i + 1), c.items);
+                    stat(out, &format!("items:{}:chunk_size", i + 1), c.info.chunk);
+                }
+            }
+        }
+        Some(b"slabs") => {
+            let classes = shared.engine.class_stats();
+            let mut active = 0;
+            let mut malloced = 0;
+            for (i, c) in classes.iter().enumerate() {
+                if c.pages == 0 {
+                    continue;
+                }
+                active += 1;
+                let total = c.pages as u64 * c.info.per_page as u64;
+                malloced += c.pages * shared.engine_page_size();
+                let id = i + 1;
+                stat(out, &format!("{id}:chunk_size"), c.info.chunk);
+                stat(out, &format!("{id}:chunks_per_page"), c.info.per_page);
+                stat(out, &format!("{id}:total_pages"), c.pages);
+                stat(out, &format!("{id}:total_chunks"), total);
+                stat(out, &format!("{id}:used_chunks"), c.items);
+                stat(out, &format!("{id}:free_chunks"), total - c.items);
+            }
+            stat(out, "active_slabs", active);
+            stat(out, "total_malloced", malloced);
+        }
+        Some(b"hkv") => {
+            let e = shared.engine.stats();
+            let batches = s.batches.load(Ordering::Relaxed);
+            let reqs = s.batched_requests.load(Ordering::Relaxed);
+            stat(out, "engine", "cpu");
+            stat(out, "partitions", shared.engine.partitions());
+            stat(out, "batches", batches);
+            stat(out, "batched_requests", reqs);
+            stat(
+                out,
+                "avg_batch",
+                format!("{:.2}", reqs as f64 / batches.max(1) as f64),
+            );
+            stat(out, "index_bytes", shared.engine.index_bytes());
+            stat(out, "arena_used", shared.engine.arena().used());
+            stat(out, "arena_limit", shared.engine.arena().limit());
+            stat(out, "key_mismatches", e.key_mismatches);
+            stat(out, "index_evictions", e.index_evictions);
+            stat(out, "collision_evictions", e.collision_evictions);
+            stat(out, "expired_on_access", e.expired_on_access);
+            stat(out, "expired_swept", e.expired_swept);
+            stat(out, "flushes", e.flushes);
+        }
+        Some(_) => {
+            line(out, "ERROR");
+            return;
+        }
+    }
+    line(out, "END");
+}

@@ -1,0 +1,501 @@
+//! A worker: one event loop, its connections, one engine batch per pass.
+
+use std::io::{ErrorKind, Read, Write};
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hkv_engine::{Op, Request, Responses, Scratch};
+use hkv_proto::text::{self, ArithOp, Command, MetaCmd, Parsed, StoreOp};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token, Waker};
+use slab::Slab;
+
+use crate::conn::Conn;
+use crate::respond::{self, Step};
+use crate::Shared;
+
+pub(crate) const WAKE: Token = Token(usize::MAX);
+/// Most requests taken from one connection in one pass, so one pipelining client cannot
+/// make a batch (and everyone's latency) arbitrarily large.
+const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
+const READ_CHUNK: usize = 16 * 1024;
+
+pub(crate) struct Worker {
+    id: usize,
+    poll: Poll,
+    incoming: Receiver<TcpStream>,
+    shared: Arc<Shared>,
+    _waker: Arc<Waker>,
+    conns: Slab<Conn>,
+    scratch: Scratch,
+    responses: Responses,
+    steps: Vec<Step>,
+}
+
+/// What one pass decided for one connection.
+struct Plan {
+    token: usize,
+    steps: Range<usize>,
+    new_rstart: usize,
+    new_swallow: usize,
+    close: bool,
+    more: bool,
+}
+
+impl Worker {
+    pub fn new(
+        id: usize,
+        poll: Poll,
+        incoming: Receiver<TcpStream>,
+        shared: Arc<Shared>,
+        waker: Arc<Waker>,
+    ) -> Worker {
+        Worker {
+            id,
+            poll,
+            incoming,
+            shared,
+            _waker: waker,
+            conns: Slab::new(),
+            scratch: Scratch::default(),
+            responses: Responses::default(),
+            steps: Vec::new(),
+        }
+    }
+
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut ready: Vec<usize> = Vec::new();
+        let mut pending: Vec<usize> = Vec::new();
+        loop {
+            let timeout = (!pending.is_empty()).then_some(Duration::ZERO);
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::error!(worker = self.id, error = %e, "poll failed");
+                break;
+            }
+            if self.shared.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            ready.clear();
+            ready.append(&mut pending);
+            for ev in events.iter() {
+                if ev.token() == WAKE {
+                    self.accept_new(&mut ready);
+                } else {
+                    ready.push(ev.token().0);
+                }
+            }
+            ready.sort_unstable();
+            ready.dedup();
+            self.pass(&ready);
+            for &t in &ready {
+                if let Some(c) = self.conns.get(t) {
+                    let backed_up = c.pending_output() >= self.shared.config.output_high_water;
+                    if !backed_up && (c.want_read || c.want_parse) {
+                        pending.push(t);
+                    }
+                }
+            }
+        }
+        let tokens: Vec<usize> = self.conns.iter().map(|(t, _)| t).collect();
+        for t in tokens {
+            self.close(t);
+        }
+    }
+
+    fn accept_new(&mut self, ready: &mut Vec<usize>) {
+        while let Ok(stream) = self.incoming.try_recv() {
+            let entry = self.conns.vacant_entry();
+            let token = entry.key();
+            let mut conn = Conn::new(stream);
+            if self
+                .poll
+                .registry()
+                .register(&mut conn.stream, Token(token), Interest::READABLE)
+                .is_err()
+            {
+                self.shared
+                    .stats
+                    .curr_connections
+                    .fetch_sub(1, Ordering::Relaxed);
+                continue;
+            }
+            entry.insert(conn);
+            // Data may already be waiting; edge-triggered readiness would not tell us.
+            ready.push(token);
+        }
+    }
+
+    fn close(&mut self, token: usize) {
+        if self.conns.contains(token) {
+            let mut c = self.conns.remove(token);
+            let _ = self.poll.registry().deregister(&mut c.stream);
+            self.shared
+                .stats
+                .curr_connections
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// RV for every ready connection, then PP, one engine batch, WR and SD.
+    fn pass(&mut self, ready: &[usize]) {
+        let read_cap = self.read_cap();
+        for &t in ready {
+            if let Some(c) = self.conns.get_mut(t) {
+                if c.pending_output() > 0 {
+                    if let Err(()) = flush(c, &self.shared) {
+                        c.read_closed = true;
+                        c.close_after_write = true;
+                        c.wpos = c.wbuf.len();
+                    }
+                }
+                if c.pending_output() < self.shared.config.output_high_water {
+                    read_into(c, read_cap, &self.shared);
+                } else {
+                    c.want_read = true;
+                }
+            }
+        }
+        self.process(ready);
+        for &t in ready {
+            let Some(c) = self.conns.get_mut(t) else {
+                continue;
+            };
+            let failed = flush(c, &self.shared).is_err();
+            c.compact();
+            let done_reading = c.read_closed && (c.unparsed() == 0 || !c.want_parse);
+            if failed || (c.pending_output() == 0 && (c.close_after_write || done_reading)) {
+                self.close(t);
+                continue;
+            }
+            let want_write = c.pending_output() > 0;
+            if want_write != c.writable_registered {
+                let interest = if want_write {
+                    Interest::READABLE | Interest::WRITABLE
+                } else {
+                    Interest::READABLE
+                };
+                if self
+                    .poll
+                    .registry()
+                    .reregister(&mut c.stream, Token(t), interest)
+                    .is_err()
+                {
+                    self.close(t);
+                    continue;
+                }
+                c.writable_registered = want_write;
+            }
+        }
+    }
+
+    fn read_cap(&self) -> usize {
+        let l = &self.shared.config.limits;
+        l.max_item_size.max(l.max_get_line) + 64 * 1024
+    }
+
+    /// PP for every connection with input, one engine batch, then WR.
+    fn process(&mut self, ready: &[usize]) {
+        let limits = self.shared.config.limits;
+        let now = unix_now();
+        let mut plans: Vec<Plan> = Vec::new();
+        self.steps.clear();
+        self.responses.clear();
+        let conns = &self.conns;
+        let steps = &mut self.steps;
+        let mut batch: Vec<Request<'_>> = Vec::new();
+        for &t in ready {
+            let Some(c) = conns.get(t) else { continue };
+            if c.close_after_write {
+                continue;
+            }
+            let start = steps.len();
+            let buf = &c.rbuf[..c.rend];
+            let mut pos = c.rstart;
+            let mut swallow = c.swallow;
+            let mut close = false;
+            let mut more = false;
+            let mut count = 0;
+            loop {
+                if swallow > 0 {
+                    let k = swallow.min(buf.len() - pos);
+                    pos += k;
+                    swallow -= k;
+                    if swallow > 0 {
+                        break;
+                    }
+                }
+                if pos == buf.len() {
+                    break;
+                }
+                if count == MAX_REQUESTS_PER_CONN_PASS {
+                    more = true;
+                    break;
+                }
+                count += 1;
+                match text::parse(&buf[pos..], &limits) {
+                    Parsed::Incomplete => break,
+                    Parsed::Error {
+                        error,
+                        len,
+                        swallow: s,
+                        noreply,
+                        close: c,
+                        unlink,
+                    } => {
+                        pos += len;
+                        swallow = s;
+                        if let Some(key) = unlink {
+                            // memcached drops the old value of a key whose new one it refused.
+                            batch.push(Request::delete(key));
+                        }
+                        if !noreply {
+                            steps.push(Step::Text(error));
+                        }
+                        if c {
+                            close = true;
+                            break;
+                        }
+                    }
+                    Parsed::Command { cmd, len } => {
+                        pos += len;
+                        let barrier = plan_command(cmd, buf, &mut batch, steps, &mut close);
+                        if barrier || close {
+                            more = !close;
+                            break;
+                        }
+                    }
+                }
+            }
+            plans.push(Plan {
+                token: t,
+                steps: start..steps.len(),
+                new_rstart: pos,
+                new_swallow: swallow,
+                close,
+                more,
+            });
+        }
+        if !batch.is_empty() {
+            self.shared
+                .engine
+                .execute(&batch, now, &mut self.responses, &mut self.scratch);
+            self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+            self.shared
+                .stats
+                .batched_requests
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        }
+        drop(batch);
+        let mut stop = false;
+        for plan in plans {
+            let Some(c) = self.conns.get_mut(plan.token) else {
+                continue;
+            };
+            for step in &self.steps[plan.steps.clone()] {
+                stop |= respond::write(
+                    step,
+                    &c.rbuf,
+                    &self.responses,
+                    &self.shared,
+                    now,
+                    &mut c.wbuf,
+                );
+            }
+            c.rstart = plan.new_rstart;
+            c.swallow = plan.new_swallow;
+            c.close_after_write |= plan.close;
+            c.want_parse = plan.more;
+        }
+        if stop {
+            self.shared.stop.store(true, Ordering::SeqCst);
+            tracing::info!("shutdown command received");
+        }
+    }
+}
+
+/// Turns one command into engine requests and response steps. Returns true if parsing of
+/// this connection must pause after it until the batch has run (flush_all must see every
+/// earlier request executed, and none after it).
+fn plan_command<'a>(
+    cmd: Command<'a>,
+    buf: &'a [u8],
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+    close: &mut bool,
+) -> bool {
+    let off = |k: &[u8]| (k.as_ptr() as usize - buf.as_ptr() as usize) as u32;
+    let mut engine = |req: Request<'a>| {
+        batch.push(req);
+        (batch.len() - 1) as u32
+    };
+    match cmd {
+        Command::Get { keys, cas } => {
+            for key in keys {
+                let op = if cas { Op::Gets } else { Op::Get };
+                let idx = engine(Request::new(op, key));
+                steps.push(Step::Value {
+                    idx,
+                    key_off: off(key),
+                    key_len: key.len() as u32,
+                    cas,
+                });
+            }
+            steps.push(Step::Text("END"));
+        }
+        Command::Gat { exptime, keys, cas } => {
+            for key in keys {
+                let op = if cas { Op::Gats } else { Op::Gat };
+                let idx = engine(Request {
+                    exptime,
+                    ..Request::new(op, key)
+                });
+                steps.push(Step::Value {
+                    idx,
+                    key_off: off(key),
+                    key_len: key.len() as u32,
+                    cas,
+                });
+            }
+            steps.push(Step::Text("END"));
+        }
+        Command::Store {
+            op,
+            key,
+            flags,
+            exptime,
+            cas,
+            data,
+            noreply,
+        } => {
+            let op = match op {
+                StoreOp::Set => Op::Set,
+                StoreOp::Add => Op::Add,
+                StoreOp::Replace => Op::Replace,
+                StoreOp::Append => Op::Append,
+                StoreOp::Prepend => Op::Prepend,
+                StoreOp::Cas => Op::Cas,
+            };
+            let idx = engine(Request {
+                cas,
+                ..Request::store(op, key, data, flags, exptime)
+            });
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Delete { key, noreply } => {
+            let idx = engine(Request::delete(key));
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Arith {
+            op,
+            key,
+            delta,
+            noreply,
+        } => {
+            let req = match op {
+                ArithOp::Incr => Request::incr(key, delta),
+                ArithOp::Decr => Request::decr(key, delta),
+            };
+            let idx = engine(req);
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
+            let idx = engine(Request::touch(key, exptime));
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::FlushAll { delay, noreply } => {
+            steps.push(Step::Flush { delay, noreply });
+            return true;
+        }
+        Command::Version => steps.push(Step::Version),
+        Command::Verbosity { noreply } => {
+            if !noreply {
+                steps.push(Step::Text("OK"));
+            }
+        }
+        Command::Quit => {
+            *close = true;
+        }
+        Command::Shutdown => {
+            steps.push(Step::Shutdown);
+            return true;
+        }
+        Command::Stats { args } => {
+            steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
+        }
+        Command::Meta(m) => return crate::respond::plan_meta(m, buf, batch, steps),
+    }
+    let _ = MetaCmd::Noop;
+    false
+}
+
+fn read_into(c: &mut Conn, cap: usize, shared: &Shared) {
+    c.want_read = false;
+    loop {
+        if c.read_closed {
+            return;
+        }
+        if c.unparsed() >= cap {
+            c.want_read = true;
+            return;
+        }
+        c.reserve_read(READ_CHUNK);
+        match c.stream.read(&mut c.rbuf[c.rend..]) {
+            Ok(0) => {
+                c.read_closed = true;
+                return;
+            }
+            Ok(n) => {
+                c.rend += n;
+                shared
+                    .stats
+                    .bytes_read
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => {
+                c.read_closed = true;
+                c.close_after_write = true;
+                return;
+            }
+        }
+    }
+}
+
+/// SD: writes as much pending output as the socket takes.
+fn flush(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
+    while c.wpos < c.wbuf.len() {
+        match c.stream.write(&c.wbuf[c.wpos..]) {
+            Ok(0) => return Err(()),
+            Ok(n) => {
+                c.wpos += n;
+                shared
+                    .stats
+                    .bytes_written
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return Err(()),
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn unix_now() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as u32)
+        .unwrap_or(0)
+}

@@ -1,0 +1,15 @@
+//! memcached's text protocol (classic and meta commands), as pure functions over byte
+//! buffers: no I/O, no store. [`text::parse`] tells "need more bytes" apart from "bad
+//! request", and every bad request gets memcached's own error string.
+
+pub mod text;
+
+/// memcached's key length limit.
+pub const MAX_KEY_LEN: usize = 250;
+/// A line longer than this without a newline closes the connection (unless it is a get).
+pub const MAX_LINE_WITHOUT_NEWLINE: usize = 2048;
+
+/// Whether `key` is a valid memcached key: 1..=250 bytes, no spaces or control characters.
+pub fn valid_key(key: &[u8]) -> bool {
+    !key.is_empty() && key.len() <= MAX_KEY_LEN && key.iter().all(|&b| b > b' ' && b != 0x7f)
+}

@@ -1,0 +1,10 @@
+//! The classic text protocol and the meta commands.
+
+mod command;
+mod meta;
+mod parse;
+mod tokens;
+
+pub use command::{ArithOp, Command, MetaArith, MetaCmd, MetaFlag, StoreOp};
+pub use meta::{MetaMode, META_FLAG_LETTERS};
+pub use parse::{parse, Limits, Parsed};

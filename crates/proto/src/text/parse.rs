@@ -1,0 +1,311 @@
+//! One request at a time from the front of a read buffer.
+
+use super::command::{ArithOp, Command, StoreOp};
+use super::tokens::{parse_i32, parse_u32, parse_u64, split};
+use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
+
+pub(crate) const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
+pub(crate) const BAD_DATA_CHUNK: &str = "CLIENT_ERROR bad data chunk";
+pub(crate) const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
+const BAD_EXPTIME: &str = "CLIENT_ERROR invalid exptime argument";
+const BAD_DELTA: &str = "CLIENT_ERROR invalid numeric delta argument";
+const DELETE_USAGE: &str = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
+
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// `-I`: the largest value a storage command may carry.
+    pub max_item_size: usize,
+    /// The longest get line accepted (gets may exceed the 2048-byte rule, as in memcached).
+    pub max_get_line: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_item_size: 1 << 20,
+            max_get_line: 1 << 20,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Parsed<'a> {
+    /// The buffer holds no complete request yet.
+    Incomplete,
+    /// A request occupying the first `len` bytes.
+    Command { cmd: Command<'a>, len: usize },
+    /// A bad request occupying the first `len` bytes. Reply `error` (unless `noreply`), then
+    /// drop `swallow` more bytes as they arrive (a refused data block), and close the
+    /// connection if `close`. `unlink`: memcached removes the key whose new value it refused.
+    Error {
+        error: &'static str,
+        len: usize,
+        swallow: usize,
+        noreply: bool,
+        close: bool,
+        unlink: Option<&'a [u8]>,
+    },
+}
+
+impl<'a> Parsed<'a> {
+    pub(crate) fn error(error: &'static str, len: usize) -> Parsed<'a> {
+        Parsed::Error {
+            error,
+            len,
+            swallow: 0,
+            noreply: false,
+            close: false,
+            unlink: None,
+        }
+    }
+}
+
+pub(crate) fn bad_format<'a>(len: usize) -> Parsed<'a> {
+    Parsed::error(BAD_FORMAT, len)
+}
+
+/// An error for a command that asked for `noreply`: memcached suppresses those replies too.
+fn quiet_error<'a>(error: &'static str, len: usize, noreply: bool) -> Parsed<'a> {
+    Parsed::Error {
+        error,
+        len,
+        swallow: 0,
+        noreply,
+        close: false,
+        unlink: None,
+    }
+}
+
+fn key_ok(k: &[u8]) -> bool {
+    k.len() <= MAX_KEY_LEN
+}
+
+/// Parses the request at the front of `buf`.
+pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > MAX_LINE_WITHOUT_NEWLINE {
+            // memcached: this has to be a huge multiget; anything else closes the connection.
+            let start = buf.iter().take_while(|&&b| b == b' ').count();
+            let rest = &buf[start..];
+            let is_get = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
+            if start > 100 || !is_get || buf.len() > limits.max_get_line {
+                return Parsed::Error {
+                    error: "",
+                    len: buf.len(),
+                    swallow: 0,
+                    noreply: true,
+                    close: true,
+                    unlink: None,
+                };
+            }
+        }
+        return Parsed::Incomplete;
+    };
+    let line_len = nl + 1;
+    let mut line = &buf[..nl];
+    if line.last() == Some(&b'\r') {
+        line = &line[..line.len() - 1];
+    }
+    let tokens: Vec<&'a [u8]> = split(line).collect();
+    let Some(&name) = tokens.first() else {
+        return Parsed::error("ERROR", line_len);
+    };
+    let n = tokens.len();
+    let cmd = |cmd: Command<'a>| Parsed::Command { cmd, len: line_len };
+    let noreply_at = |i: usize| tokens.get(i) == Some(&&b"noreply"[..]);
+    match name {
+        b"get" | b"gets" => {
+            if n < 2 {
+                return Parsed::error("ERROR", line_len);
+            }
+            let keys = tokens[1..].to_vec();
+            if !keys.iter().all(|k| key_ok(k)) {
+                return bad_format(line_len);
+            }
+            cmd(Command::Get {
+                keys,
+                cas: name == b"gets",
+            })
+        }
+        b"gat" | b"gats" => {
+            if n < 3 {
+                return Parsed::error("ERROR", line_len);
+            }
+            let Some(exptime) = parse_i32(tokens[1]) else {
+                return Parsed::error(BAD_EXPTIME, line_len);
+            };
+            let keys = tokens[2..].to_vec();
+            if !keys.iter().all(|k| key_ok(k)) {
+                return bad_format(line_len);
+            }
+            cmd(Command::Gat {
+                exptime,
+                keys,
+                cas: name == b"gats",
+            })
+        }
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
+            let op = match name {
+                b"set" => StoreOp::Set,
+                b"add" => StoreOp::Add,
+                b"replace" => StoreOp::Replace,
+                b"append" => StoreOp::Append,
+                b"prepend" => StoreOp::Prepend,
+                _ => StoreOp::Cas,
+            };
+            let base = if op == StoreOp::Cas { 6 } else { 5 };
+            if n != base && n != base + 1 {
+                return Parsed::error("ERROR", line_len);
+            }
+            let noreply = n == base + 1 && noreply_at(base);
+            let key = tokens[1];
+            let flags = parse_u32(tokens[2]);
+            let exptime = parse_i32(tokens[3]);
+            let vlen = parse_i32(tokens[4]);
+            let cas = if op == StoreOp::Cas {
+                parse_u64(tokens[5])
+            } else {
+                Some(0)
+            };
+            let (Some(flags), Some(exptime), Some(vlen), Some(cas)) = (flags, exptime, vlen, cas)
+            else {
+                return quiet_error(BAD_FORMAT, line_len, noreply);
+            };
+            if !key_ok(key) || vlen < 0 {
+                return quiet_error(BAD_FORMAT, line_len, noreply);
+            }
+            let vlen = vlen as usize;
+            if vlen > limits.max_item_size {
+                return Parsed::Error {
+                    error: TOO_LARGE,
+                    len: line_len,
+                    swallow: vlen + 2,
+                    noreply,
+                    close: false,
+                    unlink: Some(key),
+                };
+            }
+            let total = line_len + vlen + 2;
+            if buf.len() < total {
+                return Parsed::Incomplete;
+            }
+            if &buf[line_len + vlen..total] != b"\r\n" {
+                return Parsed::Error {
+                    error: BAD_DATA_CHUNK,
+                    len: total,
+                    swallow: 0,
+                    noreply,
+                    close: false,
+                    unlink: None,
+                };
+            }
+            Parsed::Command {
+                cmd: Command::Store {
+                    op,
+                    key,
+                    flags,
+                    exptime,
+                    cas,
+                    data: &buf[line_len..line_len + vlen],
+                    noreply,
+                },
+                len: total,
+            }
+        }
+        b"delete" => {
+            // memcached still accepts the legacy "delete <key> 0".
+            let ok = match n {
+                2 => true,
+                3 => tokens[2] == b"0" || noreply_at(2),
+                4 => tokens[2] == b"0" && noreply_at(3),
+                _ => false,
+            };
+            if n < 2 {
+                return Parsed::error("ERROR", line_len);
+            }
+            let noreply = noreply_at(n - 1);
+            if !ok {
+                return quiet_error(DELETE_USAGE, line_len, noreply);
+            }
+            if !key_ok(tokens[1]) {
+                return quiet_error(BAD_FORMAT, line_len, noreply);
+            }
+            cmd(Command::Delete {
+                key: tokens[1],
+                noreply,
+            })
+        }
+        b"incr" | b"decr" => {
+            if n != 3 && n != 4 {
+                return Parsed::error("ERROR", line_len);
+            }
+            let noreply = n == 4 && noreply_at(3);
+            if !key_ok(tokens[1]) {
+                return quiet_error(BAD_FORMAT, line_len, noreply);
+            }
+            let Some(delta) = parse_u64(tokens[2]) else {
+                return quiet_error(BAD_DELTA, line_len, noreply);
+            };
+            cmd(Command::Arith {
+                op: if name == b"incr" {
+                    ArithOp::Incr
+                } else {
+                    ArithOp::Decr
+                },
+                key: tokens[1],
+                delta,
+                noreply,
+            })
+        }
+        b"touch" => {
+            if n != 3 && n != 4 {
+                return Parsed::error("ERROR", line_len);
+            }
+            let noreply = n == 4 && noreply_at(3);
+            if !key_ok(tokens[1]) {
+                return quiet_error(BAD_FORMAT, line_len, noreply);
+            }
+            let Some(exptime) = parse_i32(tokens[2]) else {
+                return quiet_error(BAD_EXPTIME, line_len, noreply);
+            };
+            cmd(Command::Touch {
+                key: tokens[1],
+                exptime,
+                noreply,
+            })
+        }
+        b"flush_all" => {
+            if n > 3 {
+                return Parsed::error("ERROR", line_len);
+            }
+            let noreply = noreply_at(n - 1) && n > 1;
+            let delay = if n == 1 || (n == 2 && noreply) {
+                Some(0)
+            } else {
+                parse_i32(tokens[1])
+            };
+            match delay {
+                Some(delay) if n < 3 || noreply => cmd(Command::FlushAll { delay, noreply }),
+                _ => quiet_error(BAD_FORMAT, line_len, noreply),
+            }
+        }
+        b"version" => cmd(Command::Version),
+        b"quit" => cmd(Command::Quit),
+        b"shutdown" => cmd(Command::Shutdown),
+        b"verbosity" => {
+            if n != 2 && n != 3 {
+                return Parsed::error("ERROR", line_len);
+            }
+            cmd(Command::Verbosity {
+                noreply: noreply_at(n - 1),
+            })
+        }
+        b"stats" => cmd(Command::Stats {
+            args: tokens[1..].to_vec(),
+        }),
+        b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me" => {
+            super::meta::parse(buf, line, line_len, limits)
+        }
+        _ => Parsed::error("ERROR", line_len),
+    }
+}

@@ -1,0 +1,49 @@
+//! memcached splits a command line on single spaces; runs of spaces are one separator.
+
+pub(crate) fn split(line: &[u8]) -> impl Iterator<Item = &[u8]> {
+    line.split(|&b| b == b' ').filter(|t| !t.is_empty())
+}
+
+/// memcached's `safe_strtoul`/`safe_strtoull`: decimal digits only, no sign, no overflow.
+pub(crate) fn parse_u64(t: &[u8]) -> Option<u64> {
+    if t.is_empty() || t.len() > 20 || !t.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(t).ok()?.parse().ok()
+}
+
+pub(crate) fn parse_u32(t: &[u8]) -> Option<u32> {
+    parse_u64(t).and_then(|v| u32::try_from(v).ok())
+}
+
+/// memcached's `safe_strtol` for exptimes: an optional '-' and digits, within i32.
+pub(crate) fn parse_i32(t: &[u8]) -> Option<i64> {
+    let (neg, digits) = match t.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, t),
+    };
+    let v = parse_u64(digits)? as i64;
+    let v = if neg { -v } else { v };
+    (i32::MIN as i64..=i32::MAX as i64)
+        .contains(&v)
+        .then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_like_memcached() {
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b"1x"), None);
+        assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_i32(b"-1"), Some(-1));
+        assert_eq!(parse_i32(b"2147483648"), None);
+        assert_eq!(parse_i32(b"-"), None);
+        let t: Vec<&[u8]> = split(b"  get  a b ").collect();
+        assert_eq!(t, [&b"get"[..], b"a", b"b"]);
+    }
+}

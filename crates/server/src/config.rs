@@ -1,0 +1,151 @@
+//! Settings: memcached-compatible flags, optionally a TOML file underneath them.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// hkv: a memcached-compatible key-value store that batches requests.
+#[derive(Parser, Debug)]
+#[command(name = "hkv", version, about, long_about = None)]
+pub struct Cli {
+    /// TCP port to listen on (0: any free port, printed at start-up).
+    #[arg(short = 'p', long = "port")]
+    pub port: Option<u16>,
+    /// Interface to listen on.
+    #[arg(short = 'l', long = "listen")]
+    pub listen: Option<IpAddr>,
+    /// Memory for items, their metadata and the index, in megabytes.
+    #[arg(short = 'm', long = "memory-limit", alias = "memory-mb")]
+    pub memory_mb: Option<usize>,
+    /// Maximum simultaneous connections.
+    #[arg(short = 'c', long = "conn-limit")]
+    pub max_connections: Option<usize>,
+    /// Worker threads (and engine partitions); default: the number of cores.
+    #[arg(short = 't', long = "threads")]
+    pub threads: Option<usize>,
+    /// Largest value accepted, e.g. 1m, 512k, 2097152.
+    #[arg(short = 'I', long = "max-item-size", value_parser = parse_size)]
+    pub max_item_size: Option<usize>,
+    /// Slab chunk size growth factor.
+    #[arg(short = 'f', long = "slab-growth-factor")]
+    pub growth_factor: Option<f64>,
+    /// Allow the `shutdown` command.
+    #[arg(short = 'A', long = "enable-shutdown")]
+    pub enable_shutdown: bool,
+    /// More logging (-v, -vv, -vvv).
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// A TOML file with the same settings (flags given on the command line win).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings as TOML and exit.
+    #[arg(long)]
+    pub print_config: bool,
+}
+
+/// The config file, and the effective settings.
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Settings {
+    pub listen: IpAddr,
+    pub port: u16,
+    pub memory_mb: usize,
+    pub max_connections: usize,
+    pub threads: usize,
+    pub max_item_size: usize,
+    pub growth_factor: f64,
+    pub enable_shutdown: bool,
+    pub verbose: u8,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: IpAddr::from([127, 0, 0, 1]),
+            port: 11211,
+            memory_mb: 64,
+            max_connections: 1024,
+            threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
+            max_item_size: 1 << 20,
+            growth_factor: 1.25,
+            enable_shutdown: false,
+            verbose: 0,
+        }
+    }
+}
+
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some('k' | 'K') => (&s[..s.len() - 1], 1 << 10),
+        Some('m' | 'M') => (&s[..s.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("bad size {s:?}: use a number with an optional k, m or g"))
+}
+
+impl Settings {
+    pub fn from_cli(cli: &Cli) -> anyhow::Result<Settings> {
+        let mut s = match &cli.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+                toml::from_str(&text)
+                    .map_err(|e| anyhow::anyhow!("bad config {}: {e}", path.display()))?
+            }
+            None => Settings::default(),
+        };
+        if let Some(v) = cli.port {
+            s.port = v;
+        }
+        if let Some(v) = cli.listen {
+            s.listen = v;
+        }
+        if let Some(v) = cli.memory_mb {
+            s.memory_mb = v;
+        }
+        if let Some(v) = cli.max_connections {
+            s.max_connections = v;
+        }
+        if let Some(v) = cli.threads {
+            s.threads = v;
+        }
+        if let Some(v) = cli.max_item_size {
+            s.max_item_size = v;
+        }
+        if let Some(v) = cli.growth_factor {
+            s.growth_factor = v;
+        }
+        s.enable_shutdown |= cli.enable_shutdown;
+        s.verbose = s.verbose.max(cli.verbose);
+        anyhow::ensure!(
+            s.threads >= 1 && s.threads <= 256,
+            "threads must be 1..=256"
+        );
+        anyhow::ensure!(s.memory_mb >= 1, "memory limit must be at least 1 MB");
+        anyhow::ensure!(
+            (1024..=(512 << 20)).contains(&s.max_item_size),
+            "max item size must be between 1k and 512m"
+        );
+        anyhow::ensure!(
+            s.max_connections >= 1,
+            "connection limit must be at least 1"
+        );
+        Ok(s)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.listen, self.port)
+    }
+
+    /// Slab page size: 1 MiB, or larger when `-I` asks for bigger items (as in memcached).
+    pub fn page_size(&self) -> usize {
+        let need = self.max_item_size + hkv_proto::MAX_KEY_LEN + 64;
+        need.max(1 << 20).div_ceil(4096) * 4096
+    }
+}

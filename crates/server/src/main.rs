@@ -1,0 +1,80 @@
+//! `hkv`: the server.
+
+mod config;
+
+use clap::Parser;
+use hkv_engine::{EngineConfig, SharedEngine};
+use hkv_net::{NetConfig, Server};
+use hkv_proto::text::Limits;
+
+use config::{Cli, Settings};
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let settings = Settings::from_cli(&cli)?;
+    if cli.print_config {
+        print!("{}", toml::to_string(&settings)?);
+        return Ok(());
+    }
+    let level = match settings.verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let memory = settings.memory_mb << 20;
+    let page_size = settings.page_size();
+    let engine = SharedEngine::new(&EngineConfig {
+        memory_bytes: memory,
+        partitions: settings.threads as u32,
+        page_size,
+        growth_factor: settings.growth_factor,
+        ..EngineConfig::default()
+    })?;
+    let server = Server::start(
+        engine,
+        NetConfig {
+            listen: settings.addr(),
+            threads: settings.threads,
+            max_connections: settings.max_connections,
+            limits: Limits {
+                max_item_size: settings.max_item_size,
+                max_get_line: settings.max_item_size.max(1 << 20),
+            },
+            enable_shutdown: settings.enable_shutdown,
+            verbose: settings.verbose,
+            memory_limit: memory,
+            growth_factor: settings.growth_factor,
+            page_size,
+            ..NetConfig::default()
+        },
+    )?;
+    // Tests and scripts start hkv on port 0 and read the real address from this line.
+    println!("hkv listening on {}", server.local_addr());
+    use std::io::Write;
+    std::io::stdout().flush()?;
+
+    let stopper = server.stopper();
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGINT,
+    ])?;
+    std::thread::Builder::new()
+        .name("hkv-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                tracing::info!(signal = sig, "stopping");
+                stopper.stop();
+            }
+        })?;
+    server.wait();
+    Ok(())
+}
