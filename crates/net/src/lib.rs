@@ -74,10 +74,20 @@ pub(crate) struct Shared {
     pub config: NetConfig,
     pub stats: ServerStats,
     pub stop: AtomicBool,
+    /// Every thread's waker, so any thread can stop the server.
+    pub wakers: std::sync::OnceLock<Vec<Arc<Waker>>>,
     pub started: std::time::Instant,
 }
 
 impl Shared {
+    /// Stops every thread: sets the flag, then wakes each event loop to see it.
+    pub(crate) fn stop_all(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for w in self.wakers.get().into_iter().flatten() {
+            let _ = w.wake();
+        }
+    }
+
     pub(crate) fn engine_page_size(&self) -> usize {
         self.config.page_size
     }
@@ -106,6 +116,7 @@ impl Server {
             config,
             stats: ServerStats::default(),
             stop: AtomicBool::new(false),
+            wakers: std::sync::OnceLock::new(),
             started: std::time::Instant::now(),
         });
         let mut handles = Vec::new();
@@ -129,6 +140,7 @@ impl Server {
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let accept_waker = Arc::new(Waker::new(poll.registry(), ACCEPT_WAKE)?);
         wakers.push(Arc::clone(&accept_waker));
+        let _ = shared.wakers.set(wakers.clone());
         let acc_shared = Arc::clone(&shared);
         handles.push(
             std::thread::Builder::new()
@@ -177,7 +189,7 @@ pub struct Stopper {
 
 impl Stopper {
     pub fn stop(&self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.stop_all();
         for w in &self.wakers {
             let _ = w.wake();
         }

@@ -11,13 +11,16 @@ use hkv_proto::text::{MetaCmd, MetaFlag};
 use crate::respond::{line, Step};
 
 const INVALID_FLAG: &str = "CLIENT_ERROR invalid flag";
+const INVALID_OR_DUP: &str = "CLIENT_ERROR invalid or duplicate flag";
 const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
 
-/// Flags each command implements (a subset of what the parser accepts).
-const MG_OK: &[u8] = b"cfkOqstvTuCEPL";
-const MS_OK: &[u8] = b"CFkOqTMPL";
-const MD_OK: &[u8] = b"CkOqPL";
-const MA_OK: &[u8] = b"DkOqMvPL";
+/// Flags memcached gives a meaning for this command that hkv does not implement yet. They are
+/// refused with the command's invalid-flag error rather than ignored, so a client never
+/// believes it got a behaviour it did not (docs/protocol.md lists them).
+const MG_UNSUPPORTED: &[u8] = b"bhlNR";
+const MS_UNSUPPORTED: &[u8] = b"bIc";
+const MD_UNSUPPORTED: &[u8] = b"bI";
+const MA_UNSUPPORTED: &[u8] = b"bNJTCtc";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MetaKind {
@@ -78,7 +81,7 @@ pub(crate) fn plan_meta<'a>(
     steps: &mut Vec<Step>,
 ) -> bool {
     let off = |k: &[u8]| (k.as_ptr() as usize - buf.as_ptr() as usize) as u32;
-    let (kind, key, flags, ok): (MetaKind, &[u8], &[MetaFlag<'_>], &[u8]) = match &m {
+    let (kind, key, flags, unsupported): (MetaKind, &[u8], &[MetaFlag<'_>], &[u8]) = match &m {
         MetaCmd::Noop => {
             steps.push(Step::Meta(MetaStep::Noop));
             return false;
@@ -92,14 +95,18 @@ pub(crate) fn plan_meta<'a>(
             }));
             return false;
         }
-        MetaCmd::Get { key, flags } => (MetaKind::Get, key, flags, MG_OK),
-        MetaCmd::Set { key, flags, .. } => (MetaKind::Set, key, flags, MS_OK),
-        MetaCmd::Delete { key, flags } => (MetaKind::Delete, key, flags, MD_OK),
-        MetaCmd::Arith { key, flags } => (MetaKind::Arith, key, flags, MA_OK),
+        MetaCmd::Get { key, flags } => (MetaKind::Get, key, flags, MG_UNSUPPORTED),
+        MetaCmd::Set { key, flags, .. } => (MetaKind::Set, key, flags, MS_UNSUPPORTED),
+        MetaCmd::Delete { key, flags } => (MetaKind::Delete, key, flags, MD_UNSUPPORTED),
+        MetaCmd::Arith { key, flags } => (MetaKind::Arith, key, flags, MA_UNSUPPORTED),
     };
     let fail = |steps: &mut Vec<Step>, e: &'static str| steps.push(Step::Text(e));
-    if flags.iter().any(|f| !ok.contains(&f.letter)) {
-        fail(steps, INVALID_FLAG);
+    if flags.iter().any(|f| unsupported.contains(&f.letter)) {
+        let e = match kind {
+            MetaKind::Delete | MetaKind::Arith => INVALID_OR_DUP,
+            _ => INVALID_FLAG,
+        };
+        fail(steps, e);
         return false;
     }
     if !hkv_proto::valid_key(key) {
@@ -108,11 +115,13 @@ pub(crate) fn plan_meta<'a>(
     }
     let mut ret = Vec::new();
     for f in flags {
-        if f.letter == b'O' && f.value.len() > 32 {
-            fail(steps, "CLIENT_ERROR opaque token too long");
-            return false;
-        }
-        if b"cfkOst".contains(&f.letter) {
+        // Which flags a reply echoes: mg all of these, the others only k and O.
+        let echoed: &[u8] = if kind == MetaKind::Get {
+            b"cfkOst"
+        } else {
+            b"kO"
+        };
+        if echoed.contains(&f.letter) {
             ret.push(Ret {
                 letter: f.letter,
                 off: if f.value.is_empty() { 0 } else { off(f.value) },
@@ -165,20 +174,20 @@ pub(crate) fn plan_meta<'a>(
             };
             let mode = get(b'M').unwrap_or(b"S");
             let op = match mode {
-                b"S" | b"s" => Op::Set,
-                b"E" | b"e" => Op::Add,
-                b"R" | b"r" => Op::Replace,
-                b"A" | b"a" => Op::Append,
-                b"P" | b"p" => Op::Prepend,
+                b"S" => Op::Set,
+                b"E" => Op::Add,
+                b"R" => Op::Replace,
+                b"A" => Op::Append,
+                b"P" => Op::Prepend,
                 _ => {
-                    fail(steps, "CLIENT_ERROR invalid mode for ms");
+                    fail(steps, "CLIENT_ERROR invalid mode for ms M token");
                     return false;
                 }
             };
             match get(b'C') {
                 Some(c) => {
-                    let (Some(c), Op::Set) = (num(c), op) else {
-                        // Compare-and-set is supported in set mode only.
+                    // CAS in set and replace mode (both mean "replace this version").
+                    let (Some(c), Op::Set | Op::Replace) = (num(c), op) else {
                         fail(steps, INVALID_FLAG);
                         return false;
                     };
@@ -208,10 +217,10 @@ pub(crate) fn plan_meta<'a>(
                 }
             };
             match get(b'M') {
-                None | Some(b"I" | b"i" | b"+") => Request::incr(key, delta),
-                Some(b"D" | b"d" | b"-") => Request::decr(key, delta),
+                None | Some(b"I" | b"+") => Request::incr(key, delta),
+                Some(b"D" | b"-") => Request::decr(key, delta),
                 Some(_) => {
-                    fail(steps, "CLIENT_ERROR invalid mode for ma");
+                    fail(steps, "CLIENT_ERROR invalid mode for ma M token");
                     return false;
                 }
             }
@@ -329,11 +338,18 @@ pub(crate) fn write(m: &MetaStep, rbuf: &[u8], res: &Responses, out: &mut Vec<u8
                 }
                 (MetaKind::Get, _) => {
                     if !*quiet {
-                        line(out, "EN");
+                        // memcached echoes k and O on a miss too.
+                        out.extend_from_slice(b"EN");
+                        ret_flags(out, ret, rbuf, key, r, now);
+                        out.extend_from_slice(b"\r\n");
                     }
                     return;
                 }
                 (MetaKind::Arith, Response::Number(n)) => {
+                    if *quiet {
+                        // q hides the reply to an arithmetic that changed an item.
+                        return;
+                    }
                     if *value {
                         let text = n.to_string();
                         let _ = write!(out, "VA {}", text.len());

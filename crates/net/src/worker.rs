@@ -314,8 +314,8 @@ impl Worker {
             c.want_parse = plan.more;
         }
         if stop {
-            self.shared.stop.store(true, Ordering::SeqCst);
             tracing::info!("shutdown command received");
+            self.shared.stop_all();
         }
     }
 }

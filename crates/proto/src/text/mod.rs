@@ -6,5 +6,5 @@ mod parse;
 mod tokens;
 
 pub use command::{ArithOp, Command, MetaArith, MetaCmd, MetaFlag, StoreOp};
-pub use meta::{MetaMode, META_FLAG_LETTERS};
+pub use meta::META_FLAG_LETTERS;
 pub use parse::{parse, Limits, Parsed};

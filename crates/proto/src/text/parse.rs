@@ -128,7 +128,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
             })
         }
         b"gat" | b"gats" => {
-            if n < 3 {
+            if n < 2 {
                 return Parsed::error("ERROR", line_len);
             }
             let Some(exptime) = parse_i32(tokens[1]) else {
@@ -243,7 +243,9 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
             if !key_ok(tokens[1]) {
                 return quiet_error(BAD_FORMAT, line_len, noreply);
             }
-            let Some(delta) = parse_u64(tokens[2]) else {
+            // strtoull accepts a leading '+'.
+            let delta_tok = tokens[2].strip_prefix(b"+").unwrap_or(tokens[2]);
+            let Some(delta) = parse_u64(delta_tok) else {
                 return quiet_error(BAD_DELTA, line_len, noreply);
             };
             cmd(Command::Arith {
@@ -278,15 +280,16 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
             if n > 3 {
                 return Parsed::error("ERROR", line_len);
             }
-            let noreply = noreply_at(n - 1) && n > 1;
+            let noreply = n > 1 && noreply_at(n - 1);
             let delay = if n == 1 || (n == 2 && noreply) {
                 Some(0)
             } else {
+                // memcached ignores a second argument that is not "noreply".
                 parse_i32(tokens[1])
             };
             match delay {
-                Some(delay) if n < 3 || noreply => cmd(Command::FlushAll { delay, noreply }),
-                _ => quiet_error(BAD_FORMAT, line_len, noreply),
+                Some(delay) => cmd(Command::FlushAll { delay, noreply }),
+                None => quiet_error(BAD_EXPTIME, line_len, noreply),
             }
         }
         b"version" => cmd(Command::Version),
@@ -296,9 +299,11 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
             if n != 2 && n != 3 {
                 return Parsed::error("ERROR", line_len);
             }
-            cmd(Command::Verbosity {
-                noreply: noreply_at(n - 1),
-            })
+            let noreply = noreply_at(n - 1);
+            if parse_u64(tokens[1]).is_none() {
+                return quiet_error(BAD_FORMAT, line_len, noreply);
+            }
+            cmd(Command::Verbosity { noreply })
         }
         b"stats" => cmd(Command::Stats {
             args: tokens[1..].to_vec(),

@@ -1,0 +1,180 @@
+//! Starts a real `hkv` process on an ephemeral port and talks to it over TCP.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Hkv {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Hkv {
+    /// Starts `hkv -p 0 <args>` and reads the bound address from its first output line:
+    /// no fixed port, no sleeping until it is ready.
+    pub fn start(args: &[&str]) -> Hkv {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hkv"))
+            .args(["-p", "0", "-l", "127.0.0.1"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start hkv");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("read address line");
+        let addr = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        Hkv { child, addr }
+    }
+
+    pub fn connect(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits; returns whether it exited cleanly.
+    pub fn terminate(&mut self) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// Resident memory of the server process, in bytes.
+    pub fn rss(&self) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/statm", self.pid())).unwrap_or_default();
+        s.split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 4096
+    }
+}
+
+impl Drop for Hkv {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("send");
+    }
+
+    /// Reads until the received bytes end with `end` (or the peer closes).
+    pub fn read_until(&mut self, end: &[u8]) -> String {
+        let mut chunk = [0u8; 65536];
+        while !self.buf.ends_with(end) {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => panic!(
+                    "read: {e}; got so far {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                ),
+            }
+        }
+        String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned()
+    }
+
+    /// Sends a request and reads the reply, which ends with `end`.
+    pub fn call(&mut self, req: &str, end: &str) -> String {
+        self.send(req.as_bytes());
+        self.read_until(end.as_bytes())
+    }
+
+    /// Sends `req` and checks the reply is exactly `want` (reading until that many bytes).
+    pub fn expect(&mut self, req: &str, want: &str) {
+        self.send(req.as_bytes());
+        let mut chunk = [0u8; 65536];
+        while self.buf.len() < want.len() {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => panic!(
+                    "request {req:?}: read: {e}; got {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                ),
+            }
+        }
+        let got = String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned();
+        assert_eq!(got, want, "request {req:?}");
+    }
+
+    /// Reads until the server closes the connection.
+    pub fn read_to_close(&mut self) -> Result<String, std::io::Error> {
+        let mut all = std::mem::take(&mut self.buf);
+        self.stream.read_to_end(&mut all)?;
+        Ok(String::from_utf8_lossy(&all).into_owned())
+    }
+
+    /// True if the server closed the connection (EOF or reset).
+    pub fn is_closed(&mut self) -> bool {
+        let mut b = [0u8; 1024];
+        loop {
+            match self.stream.read(&mut b) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    return false
+                }
+                Err(_) => return true,
+            }
+        }
+    }
+}
+
+/// Checks the server still serves a well-behaved client correctly.
+pub fn assert_healthy(h: &Hkv) {
+    let mut c = h.connect();
+    let key = format!("health{}", std::process::id());
+    assert_eq!(
+        c.call(&format!("set {key} 3 0 2\r\nok\r\n"), "\r\n"),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        c.call(&format!("get {key}\r\n"), "END\r\n"),
+        format!("VALUE {key} 3 2\r\nok\r\nEND\r\n")
+    );
+}

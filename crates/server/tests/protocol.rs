@@ -1,0 +1,291 @@
+//! The text and meta protocols, byte for byte, against a real hkv process.
+
+mod common;
+
+use common::{assert_healthy, Hkv};
+
+#[test]
+fn storage_retrieval_and_errors_in_memcacheds_words() {
+    let h = Hkv::start(&["-t", "2"]);
+    let mut c = h.connect();
+    let conv: &[(&str, &str)] = &[
+        ("set a 5 0 3\r\nabc\r\n", "STORED\r\n"),
+        ("get a missing\r\n", "VALUE a 5 3\r\nabc\r\nEND\r\n"),
+        ("add a 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+        ("replace nope 0 0 1\r\nx\r\n", "NOT_STORED\r\n"),
+        ("append a 9 0 2\r\nde\r\n", "STORED\r\n"),
+        ("prepend a 9 0 2\r\nzz\r\n", "STORED\r\n"),
+        ("get a\r\n", "VALUE a 5 7\r\nzzabcde\r\nEND\r\n"),
+        (
+            "incr a 1\r\n",
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        ),
+        ("set n 0 0 20\r\n18446744073709551615\r\n", "STORED\r\n"),
+        ("incr n 2\r\n", "1\r\n"),
+        ("decr n 5\r\n", "0\r\n"),
+        (
+            "incr n abc\r\n",
+            "CLIENT_ERROR invalid numeric delta argument\r\n",
+        ),
+        ("incr nope 1\r\n", "NOT_FOUND\r\n"),
+        ("touch a 100\r\n", "TOUCHED\r\n"),
+        ("touch nope 100\r\n", "NOT_FOUND\r\n"),
+        ("delete a\r\n", "DELETED\r\n"),
+        ("delete a\r\n", "NOT_FOUND\r\n"),
+        ("delete a 0\r\n", "NOT_FOUND\r\n"),
+        (
+            "delete a 5\r\n",
+            "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+        ),
+        ("bogus\r\n", "ERROR\r\n"),
+        ("\r\n", "ERROR\r\n"),
+        ("get\r\n", "ERROR\r\n"),
+        ("set a 0 0\r\n", "ERROR\r\n"),
+        (
+            "set a x 0 1\r\n",
+            "CLIENT_ERROR bad command line format\r\n",
+        ),
+        (
+            "set a 0 0 -1\r\n",
+            "CLIENT_ERROR bad command line format\r\n",
+        ),
+        (
+            "set a 0 0 3\r\nabcd\r\n",
+            "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+        ),
+        ("verbosity 1\r\n", "OK\r\n"),
+        ("gat 100 n\r\n", "VALUE n 0 1\r\n0\r\nEND\r\n"),
+        ("gat abc n\r\n", "CLIENT_ERROR invalid exptime argument\r\n"),
+        ("shutdown\r\n", "ERROR: shutdown not enabled\r\n"),
+    ];
+    for (req, want) in conv {
+        c.expect(req, want);
+    }
+    let r = c.call("version\r\n", "\r\n");
+    assert!(r.starts_with("VERSION 1.6."), "{r}");
+}
+
+#[test]
+fn cas_flow() {
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    c.call("set k 0 0 1\r\n1\r\n", "\r\n");
+    let r = c.call("gets k\r\n", "END\r\n");
+    let cas: u64 = r.split_whitespace().nth(4).unwrap().parse().unwrap();
+    assert_eq!(
+        c.call(&format!("cas k 0 0 1 {}\r\n2\r\n", cas + 1), "\r\n"),
+        "EXISTS\r\n"
+    );
+    assert_eq!(
+        c.call(&format!("cas k 0 0 1 {cas}\r\n3\r\n"), "\r\n"),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        c.call(&format!("cas k 0 0 1 {cas}\r\n4\r\n"), "\r\n"),
+        "EXISTS\r\n"
+    );
+    assert_eq!(c.call("cas gone 0 0 1 1\r\n4\r\n", "\r\n"), "NOT_FOUND\r\n");
+}
+
+#[test]
+fn noreply_suppresses_replies_and_pipelines_stay_in_order() {
+    let h = Hkv::start(&["-t", "2"]);
+    let mut c = h.connect();
+    // Many commands in one write: replies come back in order, noreply ones silent.
+    let mut req = String::new();
+    let mut want = String::new();
+    for i in 0..300 {
+        req += &format!("set k{i} 0 0 {} noreply\r\nv{i}\r\n", format!("v{i}").len());
+        req += &format!("get k{i}\r\n");
+        want += &format!("VALUE k{i} 0 {}\r\nv{i}\r\nEND\r\n", format!("v{i}").len());
+        req += &format!("delete k{i} noreply\r\nget k{i}\r\n");
+        want += "END\r\n";
+    }
+    req += "incr nope 1 noreply\r\nflush_all noreply\r\nset z 0 0 1\r\nz\r\n";
+    want += "STORED\r\n";
+    c.send(req.as_bytes());
+    let got = c.read_until(want.as_bytes());
+    assert_eq!(got, want);
+}
+
+#[test]
+fn requests_split_at_every_byte_are_reassembled() {
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    c.stream.set_nodelay(true).unwrap();
+    let req = b"set split 1 0 5\r\nhello\r\nget split\r\n";
+    for b in req.iter() {
+        c.send(&[*b]);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(
+        c.read_until(b"END\r\n"),
+        "STORED\r\nVALUE split 1 5\r\nhello\r\nEND\r\n"
+    );
+}
+
+#[test]
+fn values_up_to_the_item_size_limit_and_no_further() {
+    let h = Hkv::start(&["-I", "2m", "-m", "64"]);
+    let mut c = h.connect();
+    let big = "x".repeat(2 << 20);
+    assert_eq!(
+        c.call(&format!("set big 0 0 {}\r\n{big}\r\n", big.len()), "\r\n"),
+        "STORED\r\n"
+    );
+    let r = c.call("get big\r\n", "END\r\n");
+    assert_eq!(
+        r.len(),
+        big.len() + "VALUE big 0 2097152\r\n\r\nEND\r\n".len()
+    );
+    // One byte over: refused, the data swallowed (not parsed as commands), old value gone.
+    let over = "y".repeat((2 << 20) + 1);
+    assert_eq!(
+        c.call(&format!("set big 0 0 {}\r\n{over}\r\n", over.len()), "\r\n"),
+        "SERVER_ERROR object too large for cache\r\n"
+    );
+    assert_eq!(c.call("get big\r\n", "END\r\n"), "END\r\n");
+    assert_healthy(&h);
+}
+
+#[test]
+fn flush_all_now_and_delayed() {
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    c.call(
+        "set a 0 0 1\r\n1\r\nset b 0 0 1\r\n2\r\n",
+        "STORED\r\nSTORED\r\n",
+    );
+    assert_eq!(
+        c.call("flush_all\r\nget a b\r\n", "END\r\n"),
+        "OK\r\nEND\r\n"
+    );
+    c.call("set a 0 0 1\r\n1\r\n", "\r\n");
+    assert_eq!(c.call("flush_all 2\r\n", "\r\n"), "OK\r\n");
+    assert_eq!(
+        c.call("get a\r\n", "END\r\n"),
+        "VALUE a 0 1\r\n1\r\nEND\r\n"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(3100));
+    assert_eq!(c.call("get a\r\n", "END\r\n"), "END\r\n");
+    assert_eq!(
+        c.call("flush_all x\r\n", "\r\n"),
+        "CLIENT_ERROR invalid exptime argument\r\n"
+    );
+}
+
+#[test]
+fn expiry_is_honoured() {
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    c.call(
+        "set e 0 1 1\r\n1\r\nset n 0 -1 1\r\n1\r\n",
+        "STORED\r\nSTORED\r\n",
+    );
+    assert_eq!(c.call("get n\r\n", "END\r\n"), "END\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(c.call("get e\r\n", "END\r\n"), "END\r\n");
+}
+
+#[test]
+fn meta_commands() {
+    let h = Hkv::start(&["-t", "2"]);
+    let mut c = h.connect();
+    let conv: &[(&str, &str)] = &[
+        ("mn\r\n", "MN\r\n"),
+        ("ms mk 2 F5 T0\r\nhi\r\n", "HD\r\n"),
+        (
+            "mg mk v f t s k Oab\r\n",
+            "VA 2 f5 t-1 s2 kmk Oab\r\nhi\r\n",
+        ),
+        ("mg mk\r\n", "HD\r\n"),
+        ("mg nope v\r\n", "EN\r\n"),
+        ("mg nope v q\r\nmn\r\n", "MN\r\n"),
+        ("ms mk 2 q\r\nho\r\nmn\r\n", "MN\r\n"),
+        ("ms mk 1 ME\r\nx\r\n", "NS\r\n"),
+        ("ms mk 1 MA\r\n!\r\n", "HD\r\n"),
+        ("mg mk v\r\n", "VA 3\r\nho!\r\n"),
+        ("ms cnt 1\r\n5\r\n", "HD\r\n"),
+        ("ma cnt D10 v\r\n", "VA 2\r\n15\r\n"),
+        ("ma cnt MD D20 v\r\n", "VA 1\r\n0\r\n"),
+        ("ma gone\r\n", "NF\r\n"),
+        ("md mk q\r\nmn\r\n", "MN\r\n"),
+        ("md mk\r\n", "NF\r\n"),
+        ("mg mk v h\r\n", "CLIENT_ERROR invalid flag\r\n"),
+        ("mg mk v Z\r\n", "CLIENT_ERROR invalid flag\r\n"),
+        ("ms mk abc\r\n", "CLIENT_ERROR bad command line format\r\n"),
+    ];
+    for (req, want) in conv {
+        c.expect(req, want);
+    }
+    let got = c.call("me cnt\r\n", "\r\n");
+    assert!(got.starts_with("ME cnt exp=-1 cas="), "{got:?}");
+    // CAS through meta: a stale CAS is refused, the current one accepted.
+    let r = c.call("mg cnt c\r\n", "\r\n");
+    let cas: u64 = r.trim().strip_prefix("HD c").unwrap().parse().unwrap();
+    assert_eq!(
+        c.call(&format!("ms cnt 1 C{}\r\n7\r\n", cas + 1), "\r\n"),
+        "EX\r\n"
+    );
+    assert_eq!(
+        c.call(&format!("ms cnt 1 C{cas}\r\n7\r\n"), "\r\n"),
+        "HD\r\n"
+    );
+    assert_eq!(c.call(&format!("md cnt C{cas}\r\n"), "\r\n"), "EX\r\n");
+}
+
+#[test]
+fn sigterm_stops_the_server_cleanly() {
+    let mut h = Hkv::start(&[]);
+    assert_healthy(&h);
+    assert!(h.terminate(), "hkv did not exit cleanly on SIGTERM");
+}
+
+#[test]
+fn shutdown_command_when_enabled() {
+    let mut h = Hkv::start(&["-A"]);
+    let mut c = h.connect();
+    c.send(b"shutdown\r\n");
+    let status = h.child.wait().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn stats_fields_monitoring_scrapes() {
+    let h = Hkv::start(&["-t", "2", "-m", "32"]);
+    let mut c = h.connect();
+    c.call("set a 0 0 1\r\n1\r\nget a\r\nget b\r\n", "END\r\nEND\r\n");
+    let s = c.call("stats\r\n", "END\r\n");
+    let field = |name: &str| -> String {
+        s.lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+            .unwrap_or_else(|| panic!("no {name} in {s}"))
+            .to_string()
+    };
+    assert_eq!(field("get_hits"), "1");
+    assert_eq!(field("get_misses"), "1");
+    assert_eq!(field("cmd_get"), "2");
+    assert_eq!(field("curr_items"), "1");
+    assert_eq!(field("limit_maxbytes"), (32u64 << 20).to_string());
+    assert_eq!(field("threads"), "2");
+    assert_eq!(field("pid"), h.pid().to_string());
+    for f in [
+        "uptime",
+        "time",
+        "version",
+        "curr_connections",
+        "total_connections",
+        "bytes",
+        "evictions",
+        "bytes_read",
+        "bytes_written",
+        "cmd_set",
+    ] {
+        field(f);
+    }
+    for group in ["settings", "items", "slabs", "hkv"] {
+        let r = c.call(&format!("stats {group}\r\n"), "END\r\n");
+        assert!(r.starts_with("STAT "), "stats {group}: {r}");
+    }
+    assert_eq!(c.call("stats nonsense\r\n", "\r\n"), "ERROR\r\n");
+}
