@@ -21,6 +21,10 @@ pub(crate) const WAKE: Token = Token(usize::MAX);
 /// Most requests taken from one connection in one pass, so one pipelining client cannot
 /// make a batch (and everyone's latency) arbitrarily large.
 const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
+/// Most engine requests (keys) for one connection in one pass. Values read are copied into
+/// the pass's output, so this bounds what one client can make the server hold at once
+/// (32 x the item size limit) before the output high-water mark stops it being read.
+const MAX_KEYS_PER_CONN_PASS: usize = 32;
 const READ_CHUNK: usize = 16 * 1024;
 
 pub(crate) struct Worker {
@@ -222,6 +226,7 @@ impl Worker {
             let mut close = false;
             let mut more = false;
             let mut count = 0;
+            let keys_before = batch.len();
             loop {
                 if swallow > 0 {
                     let k = swallow.min(buf.len() - pos);
@@ -234,7 +239,9 @@ impl Worker {
                 if pos == buf.len() {
                     break;
                 }
-                if count == MAX_REQUESTS_PER_CONN_PASS {
+                if count == MAX_REQUESTS_PER_CONN_PASS
+                    || batch.len() - keys_before >= MAX_KEYS_PER_CONN_PASS
+                {
                     more = true;
                     break;
                 }
@@ -312,6 +319,10 @@ impl Worker {
             c.swallow = plan.new_swallow;
             c.close_after_write |= plan.close;
             c.want_parse = plan.more;
+        }
+        if self.responses.data.capacity() > 4 << 20 {
+            // A pass of large values: do not keep their memory for the next one.
+            self.responses.data = Vec::new();
         }
         if stop {
             tracing::info!("shutdown command received");
