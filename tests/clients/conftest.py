@@ -1,0 +1,90 @@
+"""Real servers for the client tests: hkv from this checkout and, for comparisons, memcached.
+
+Both listen on 127.0.0.1 only and are stopped by their PID. hkv is started on port 0 and
+reports the port it got; memcached cannot, so it gets a port the kernel just handed out.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HKV = os.environ.get("HKV_BIN", os.path.join(ROOT, "target", "release", "hkv"))
+
+
+class Server:
+    def __init__(self, proc, port):
+        self.proc = proc
+        self.port = port
+        self.addr = ("127.0.0.1", port)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_hkv(*args):
+    if not os.path.exists(HKV):
+        raise RuntimeError(f"{HKV} not built: run `cargo build --release -p hkv-server`")
+    proc = subprocess.Popen(
+        [HKV, "-p", "0", "-l", "127.0.0.1", *args],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline()
+    port = int(line.strip().rsplit(":", 1)[1])
+    return Server(proc, port)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_memcached(*args):
+    exe = shutil.which("memcached")
+    if exe is None:
+        raise RuntimeError("memcached is not installed (Debian package `memcached`)")
+    port = free_port()
+    # memcached refuses to run as root unless told which user to be.
+    user = ["-u", "root"] if os.geteuid() == 0 else []
+    proc = subprocess.Popen(
+        [exe, "-l", "127.0.0.1", "-p", str(port), "-U", "0", *user, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    # memcached prints nothing when ready; its port accepting a connection is the signal.
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return Server(proc, port)
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("memcached exited at start")
+            time.sleep(0.02)
+    proc.kill()
+    raise RuntimeError("memcached did not start listening")
+
+
+@pytest.fixture
+def hkv():
+    s = start_hkv("-I", "2m", "-t", "2")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def memcached():
+    s = start_memcached("-I", "2m", "-t", "2")
+    yield s
+    s.stop()
