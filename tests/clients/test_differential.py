@@ -33,9 +33,10 @@ SCRIPTS = [
 
 def converse(server, data):
     with socket.create_connection(server.addr, timeout=5) as s:
-        s.sendall(data + b"mn\r\n")
+        # quit closes the connection once everything before it is answered.
+        s.sendall(data + b"quit\r\n")
         out = b""
-        while not out.endswith(b"MN\r\n"):
+        while True:
             chunk = s.recv(65536)
             if not chunk:
                 break
