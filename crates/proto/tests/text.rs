@@ -1,0 +1,152 @@
+//! The text parser: "need more bytes" versus "bad request", and memcached's strings.
+
+use hkv_proto::text::{parse, ArithOp, Command, Limits, MetaCmd, Parsed, StoreOp};
+use proptest::prelude::*;
+
+fn p(buf: &[u8]) -> Parsed<'_> {
+    parse(buf, &Limits::default())
+}
+
+fn err(buf: &[u8]) -> &'static str {
+    match p(buf) {
+        Parsed::Error { error, .. } => error,
+        other => panic!("{:?} parsed as {other:?}", String::from_utf8_lossy(buf)),
+    }
+}
+
+#[test]
+fn incomplete_is_not_an_error() {
+    for partial in [
+        &b""[..],
+        b"get a",
+        b"set a 0 0 5\r\n",
+        b"set a 0 0 5\r\nabc",
+        b"set a 0 0 5\r\nabcde\r",
+        b"ms k 3\r\nab",
+    ] {
+        assert_eq!(p(partial), Parsed::Incomplete, "{partial:?}");
+    }
+}
+
+#[test]
+fn complete_requests() {
+    assert_eq!(
+        p(b"get a bb\r\nrest"),
+        Parsed::Command {
+            cmd: Command::Get {
+                keys: vec![b"a", b"bb"],
+                cas: false
+            },
+            len: 10
+        }
+    );
+    // A bare \n ends a line too.
+    assert!(matches!(p(b"version\n"), Parsed::Command { cmd: Command::Version, len: 8 }));
+    let Parsed::Command { cmd, len } = p(b"cas k 1 2 3 99 noreply\r\nabc\r\n") else {
+        panic!()
+    };
+    assert_eq!(len, 29);
+    assert_eq!(
+        cmd,
+        Command::Store {
+            op: StoreOp::Cas,
+            key: b"k",
+            flags: 1,
+            exptime: 2,
+            cas: 99,
+            data: b"abc",
+            noreply: true
+        }
+    );
+    assert!(matches!(
+        p(b"incr k +5\r\n"),
+        Parsed::Command { cmd: Command::Arith { op: ArithOp::Incr, delta: 5, .. }, .. }
+    ));
+    assert!(matches!(
+        p(b"mg k v t Oabc\r\n"),
+        Parsed::Command { cmd: Command::Meta(MetaCmd::Get { .. }), .. }
+    ));
+}
+
+#[test]
+fn errors_in_memcacheds_words() {
+    assert_eq!(err(b"bogus\r\n"), "ERROR");
+    assert_eq!(err(b"\r\n"), "ERROR");
+    assert_eq!(err(b"set a 0 0\r\n"), "ERROR");
+    assert_eq!(err(b"set a b 0 1\r\n"), "CLIENT_ERROR bad command line format");
+    assert_eq!(err(b"set a 0 0 3\r\nabcd\r\n"), "CLIENT_ERROR bad data chunk");
+    assert_eq!(err(b"incr a x\r\n"), "CLIENT_ERROR invalid numeric delta argument");
+    assert_eq!(err(b"touch a x\r\n"), "CLIENT_ERROR invalid exptime argument");
+    assert_eq!(
+        err(b"delete a b\r\n"),
+        "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
+    );
+    assert_eq!(err(b"mg k v v\r\n"), "CLIENT_ERROR duplicate flag");
+    assert_eq!(err(b"mg k !\r\n"), "CLIENT_ERROR invalid flag");
+    assert_eq!(err(b"md k !\r\n"), "CLIENT_ERROR invalid or duplicate flag");
+    assert_eq!(err(b"mg k Tx\r\n"), "CLIENT_ERROR bad token in command line format");
+    assert_eq!(err(b"mg k MSS\r\n"), "CLIENT_ERROR incorrect length for M token");
+    assert_eq!(err(&[b"mg k O".as_slice(), &[b'o'; 32], b"\r\n"].concat()), "CLIENT_ERROR opaque token too long");
+    assert_eq!(err(b"mg\r\n"), "ERROR");
+}
+
+#[test]
+fn too_large_values_are_refused_before_they_arrive_and_swallowed() {
+    let limits = Limits {
+        max_item_size: 10,
+        max_get_line: 100,
+    };
+    match parse(b"set k 0 0 11\r\n", &limits) {
+        Parsed::Error {
+            error,
+            swallow,
+            unlink,
+            ..
+        } => {
+            assert_eq!(error, "SERVER_ERROR object too large for cache");
+            assert_eq!(swallow, 13);
+            assert_eq!(unlink, Some(&b"k"[..]));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn over_long_lines_close_unless_they_are_gets() {
+    let junk = vec![b'x'; 3000];
+    assert!(matches!(p(&junk), Parsed::Error { close: true, .. }));
+    let mut get = b"get ".to_vec();
+    get.extend(std::iter::repeat_n(b'k', 3000));
+    assert_eq!(p(&get), Parsed::Incomplete);
+}
+
+proptest! {
+    /// Parsing a stream fed in arbitrary pieces gives the same requests as parsing it whole.
+    #[test]
+    fn split_points_do_not_change_the_result(cut in 0usize..60) {
+        let stream = b"set a 0 0 3\r\nabc\r\nget a\r\nms b 2 T1\r\nhi\r\ndelete a\r\n";
+        let cut = cut.min(stream.len());
+        let whole = requests(stream);
+        // First piece alone: whatever parses completely must be a prefix of the whole.
+        let part = requests(&stream[..cut]);
+        prop_assert!(part.len() <= whole.len());
+        prop_assert_eq!(&whole[..part.len()], &part[..]);
+    }
+}
+
+fn requests(mut buf: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        match p(buf) {
+            Parsed::Command { cmd, len } => {
+                out.push(format!("{cmd:?}"));
+                buf = &buf[len..];
+            }
+            Parsed::Incomplete => return out,
+            Parsed::Error { error, len, .. } => {
+                out.push(error.to_string());
+                buf = &buf[len..];
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+#![no_main]
+//! Meta command lines: the input is prefixed with a meta command name so the fuzzer spends
+//! its time inside the flag parser.
+
+use hkv_proto::text::Limits;
+use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let name: &[u8] = match which % 6 {
+        0 => b"mg ",
+        1 => b"ms ",
+        2 => b"md ",
+        3 => b"ma ",
+        4 => b"mn ",
+        _ => b"me ",
+    };
+    let mut buf = name.to_vec();
+    buf.extend_from_slice(rest);
+    let limits = Limits {
+        max_item_size: 4096,
+        max_get_line: 8192,
+    };
+    common::check_stream(&buf, &limits);
+});
