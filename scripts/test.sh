@@ -1,17 +1,39 @@
 #!/usr/bin/env bash
 # Runs every test hkv has, installing what they need first. This is what CI runs.
+#   FUZZ_SECONDS=N   seconds per fuzz target (default 60; 0 skips fuzzing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 
 step() { printf '\n== %s\n' "$*"; }
 
-step "toolchain"
+results=$(mktemp)
+hkv_pid=
+cleanup() {
+  rm -f "$results"
+  if [ -n "$hkv_pid" ]; then kill "$hkv_pid" 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+
+step "toolchain and packages"
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust with rustup (https://rustup.rs) first" >&2
   exit 1
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+need=()
+command -v memcached >/dev/null 2>&1 || need+=(memcached)
+command -v memccapable >/dev/null 2>&1 || need+=(libmemcached-tools)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "need Debian packages: ${need[*]} (run as root, or install them)" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
 cargo --version
 
 step "format"
@@ -19,9 +41,6 @@ cargo fmt --all -- --check
 
 step "lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-
-results=$(mktemp)
-trap 'rm -f "$results"' EXIT
 
 step "unit, integration and property tests"
 cargo test --workspace --locked 2>&1 | tee -a "$results"
@@ -34,14 +53,51 @@ else
   echo "Miri is not available here (no nightly toolchain with the miri component); skipped"
 fi
 
+step "release build"
+cargo build --release --locked -p hkv-server -p hkv-bench
+
+step "client tests (pymemcache, and replies compared with memcached)"
+if [ ! -x .venv/bin/pytest ]; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q -r tests/clients/requirements.txt
+fi
+HKV_BIN="$PWD/target/release/hkv" .venv/bin/pytest -q tests/clients 2>&1 | tee -a "$results"
+
+step "memccapable (libmemcached's conformance suite), ASCII"
+out=$(mktemp)
+./target/release/hkv -p 0 -l 127.0.0.1 >"$out" &
+hkv_pid=$!
+for _ in $(seq 100); do grep -q listening "$out" && break; sleep 0.05; done
+port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$out" | head -n 1)
+rm -f "$out"
+memccapable -h 127.0.0.1 -p "$port" -a | tee /dev/stderr | grep -q "All tests passed"
+echo "memccapable -a: 1 passed, 0 failed" >>"$results"
+kill "$hkv_pid"
+wait "$hkv_pid" || true
+hkv_pid=
+
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  step "fuzzing the text and meta parsers (${FUZZ_SECONDS}s each)"
+  command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
+  for target in text meta; do
+    (cd fuzz && cargo +nightly fuzz run "$target" -- \
+      -max_total_time="$FUZZ_SECONDS" -dict=dict/memcache.dict 2>&1 | tail -n 3)
+  done
+fi
+
 step "engine benchmark smoke run"
 # Proves the benchmark runs end to end (small data set; real figures: docs/BENCHMARKS.md).
-cargo run --release --locked -p hkv-bench -- engine --dataset k8 --keys 200000 \
+./target/release/hkv-bench engine --dataset k8 --keys 200000 \
   --queries 200000 --runs 1 --threads 1,2 --workload a,b,c --dist uniform,zipf
 
 step "summary"
-read -r passed failed < <(awk '/^test result:/ {
-  for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) }
-} END { print p + 0, f + 0 }' "$results")
+read -r passed failed < <(awk '
+  /^test result:/ {
+    for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) }
+  }
+  /^[0-9]+ (passed|failed)/ || /: [0-9]+ passed, [0-9]+ failed/ {
+    for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) }
+  }
+  END { print p + 0, f + 0 }' "$results")
 echo "tests: ${passed} passed, ${failed} failed"
 [ "$failed" -eq 0 ]
