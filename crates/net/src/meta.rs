@@ -17,8 +17,8 @@ const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
 /// Flags memcached gives a meaning for this command that hkv does not implement yet. They are
 /// refused with the command's invalid-flag error rather than ignored, so a client never
 /// believes it got a behaviour it did not (docs/protocol.md lists them).
-const MG_UNSUPPORTED: &[u8] = b"bhlNR";
-const MS_UNSUPPORTED: &[u8] = b"bIc";
+const MG_UNSUPPORTED: &[u8] = b"bhlNRu";
+const MS_UNSUPPORTED: &[u8] = b"bIcNs";
 const MD_UNSUPPORTED: &[u8] = b"bI";
 const MA_UNSUPPORTED: &[u8] = b"bNJTCtc";
 

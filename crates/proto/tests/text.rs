@@ -41,7 +41,13 @@ fn complete_requests() {
         }
     );
     // A bare \n ends a line too.
-    assert!(matches!(p(b"version\n"), Parsed::Command { cmd: Command::Version, len: 8 }));
+    assert!(matches!(
+        p(b"version\n"),
+        Parsed::Command {
+            cmd: Command::Version,
+            len: 8
+        }
+    ));
     let Parsed::Command { cmd, len } = p(b"cas k 1 2 3 99 noreply\r\nabc\r\n") else {
         panic!()
     };
@@ -60,11 +66,21 @@ fn complete_requests() {
     );
     assert!(matches!(
         p(b"incr k +5\r\n"),
-        Parsed::Command { cmd: Command::Arith { op: ArithOp::Incr, delta: 5, .. }, .. }
+        Parsed::Command {
+            cmd: Command::Arith {
+                op: ArithOp::Incr,
+                delta: 5,
+                ..
+            },
+            ..
+        }
     ));
     assert!(matches!(
         p(b"mg k v t Oabc\r\n"),
-        Parsed::Command { cmd: Command::Meta(MetaCmd::Get { .. }), .. }
+        Parsed::Command {
+            cmd: Command::Meta(MetaCmd::Get { .. }),
+            ..
+        }
     ));
 }
 
@@ -73,10 +89,22 @@ fn errors_in_memcacheds_words() {
     assert_eq!(err(b"bogus\r\n"), "ERROR");
     assert_eq!(err(b"\r\n"), "ERROR");
     assert_eq!(err(b"set a 0 0\r\n"), "ERROR");
-    assert_eq!(err(b"set a b 0 1\r\n"), "CLIENT_ERROR bad command line format");
-    assert_eq!(err(b"set a 0 0 3\r\nabcd\r\n"), "CLIENT_ERROR bad data chunk");
-    assert_eq!(err(b"incr a x\r\n"), "CLIENT_ERROR invalid numeric delta argument");
-    assert_eq!(err(b"touch a x\r\n"), "CLIENT_ERROR invalid exptime argument");
+    assert_eq!(
+        err(b"set a b 0 1\r\n"),
+        "CLIENT_ERROR bad command line format"
+    );
+    assert_eq!(
+        err(b"set a 0 0 3\r\nabcd\r\n"),
+        "CLIENT_ERROR bad data chunk"
+    );
+    assert_eq!(
+        err(b"incr a x\r\n"),
+        "CLIENT_ERROR invalid numeric delta argument"
+    );
+    assert_eq!(
+        err(b"touch a x\r\n"),
+        "CLIENT_ERROR invalid exptime argument"
+    );
     assert_eq!(
         err(b"delete a b\r\n"),
         "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]"
@@ -84,9 +112,18 @@ fn errors_in_memcacheds_words() {
     assert_eq!(err(b"mg k v v\r\n"), "CLIENT_ERROR duplicate flag");
     assert_eq!(err(b"mg k !\r\n"), "CLIENT_ERROR invalid flag");
     assert_eq!(err(b"md k !\r\n"), "CLIENT_ERROR invalid or duplicate flag");
-    assert_eq!(err(b"mg k Tx\r\n"), "CLIENT_ERROR bad token in command line format");
-    assert_eq!(err(b"mg k MSS\r\n"), "CLIENT_ERROR incorrect length for M token");
-    assert_eq!(err(&[b"mg k O".as_slice(), &[b'o'; 32], b"\r\n"].concat()), "CLIENT_ERROR opaque token too long");
+    assert_eq!(
+        err(b"mg k Tx\r\n"),
+        "CLIENT_ERROR bad token in command line format"
+    );
+    assert_eq!(
+        err(b"mg k MSS\r\n"),
+        "CLIENT_ERROR incorrect length for M token"
+    );
+    assert_eq!(
+        err(&[b"mg k O".as_slice(), &[b'o'; 32], b"\r\n"].concat()),
+        "CLIENT_ERROR opaque token too long"
+    );
     assert_eq!(err(b"mg\r\n"), "ERROR");
 }
 
