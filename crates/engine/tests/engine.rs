@@ -350,3 +350,87 @@ fn a_signature_collision_is_a_counted_eviction_never_a_wrong_value() {
     assert_eq!(r, ["Miss", "Miss"]);
     assert!(e.stats().key_mismatches >= 2);
 }
+
+#[test]
+fn gat_returns_the_value_and_moves_the_expiry() {
+    let mut e = engine(2);
+    let r = run(
+        &mut e,
+        NOW,
+        &[
+            Request::store(Op::Set, b"g", b"v", 4, 10),
+            Request::gat(b"g", 100),
+            Request::gat(b"missing", 100),
+        ],
+    );
+    assert_eq!(r, ["Stored", "VALUE v 4", "Miss"]);
+    let r = run(&mut e, NOW + 50, &[Request::get(b"g")]);
+    assert_eq!(r, ["VALUE v 4"]);
+    assert_eq!(e.stats().touch_hits, 1);
+}
+
+#[test]
+fn delete_with_a_cas_removes_only_that_version() {
+    let mut e = engine(1);
+    let mut out = Responses::default();
+    e.execute(
+        &[Request::set(b"d", b"1"), Request::gets(b"d")],
+        NOW,
+        &mut out,
+    );
+    let Response::Value { cas, .. } = out.results[1] else {
+        panic!()
+    };
+    let stale = Request {
+        cas: cas + 1,
+        ..Request::delete(b"d")
+    };
+    let exact = Request {
+        cas,
+        ..Request::delete(b"d")
+    };
+    assert_eq!(
+        run(&mut e, NOW, &[stale, exact, Request::get(b"d")]),
+        ["Exists", "Deleted", "Miss"]
+    );
+}
+
+#[test]
+fn flush_all_now_and_at_a_later_time() {
+    use hkv_engine::{Scratch, SharedEngine};
+    let e = SharedEngine::new(&EngineConfig {
+        memory_bytes: 8 << 20,
+        partitions: 2,
+        page_size: 64 << 10,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let mut s = Scratch::default();
+    let exec = |reqs: &[Request<'_>], now: u32, s: &mut Scratch| {
+        let mut out = Responses::default();
+        e.execute(reqs, now, &mut out, s);
+        out.results
+            .iter()
+            .map(|r| matches!(r, Response::Value { .. }))
+            .collect::<Vec<_>>()
+    };
+    let keys: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
+    let sets: Vec<_> = keys
+        .iter()
+        .map(|k| Request::set(k.as_bytes(), b"v"))
+        .collect();
+    let gets: Vec<_> = keys.iter().map(|k| Request::get(k.as_bytes())).collect();
+    exec(&sets, NOW, &mut s);
+    e.flush_all(0, NOW);
+    assert!(exec(&gets, NOW, &mut s).iter().all(|hit| !hit));
+    assert_eq!(e.store_stats().curr_items, 0);
+    // Delayed: still there before the time, gone at it.
+    exec(&sets, NOW, &mut s);
+    e.flush_all(5, NOW);
+    assert!(exec(&gets, NOW + 4, &mut s).iter().all(|&hit| hit));
+    assert!(exec(&gets, NOW + 5, &mut s).iter().all(|hit| !hit));
+    // After the flush the store is usable again.
+    exec(&sets, NOW + 6, &mut s);
+    assert!(exec(&gets, NOW + 6, &mut s).iter().all(|&hit| hit));
+    assert!(e.arena().used() <= e.arena().limit());
+}
