@@ -135,11 +135,12 @@ impl Engine {
             .extend(self.hashes.iter().map(|h| h.partition(n)));
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
-        let Responses { results, data } = out;
+        out.cas.resize(base + reqs.len(), 0);
+        let Responses { results, cas, data } = out;
         for (p, part) in self.partitions.iter_mut().enumerate() {
             let owners = &self.owners;
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p as u32);
-            part.run(reqs, &self.hashes, mine, now, &mut results[base..], data);
+            part.run(reqs, &self.hashes, mine, now, &mut results[base..], &mut cas[base..], data);
         }
     }
 

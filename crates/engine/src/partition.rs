@@ -23,6 +23,8 @@ pub struct Partition {
     last_sweep: u32,
     /// A delayed `flush_all` waiting for its time.
     flush_at: Option<u32>,
+    /// CAS of the item the last write left behind (0: none), reported beside its response.
+    last_cas: u64,
     // Scratch, kept to avoid allocating per batch.
     hashes: Vec<KeyHash>,
     group: Vec<u32>,
@@ -54,6 +56,7 @@ impl Partition {
             stats: EngineStats::default(),
             last_sweep: 0,
             flush_at: None,
+            last_cas: 0,
             hashes: Vec::new(),
             group: Vec::with_capacity(READ_GROUP),
             group_hashes: Vec::with_capacity(READ_GROUP),
@@ -102,13 +105,15 @@ impl Partition {
         hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
-        let Responses { results, data } = out;
+        out.cas.resize(base + reqs.len(), 0);
+        let Responses { results, cas, data } = out;
         self.run(
             reqs,
             &hashes,
             0..reqs.len() as u32,
             now,
             &mut results[base..],
+            &mut cas[base..],
             data,
         );
         self.hashes = hashes;
@@ -121,6 +126,7 @@ impl Partition {
     /// and RD for all, with prefetching between); a write runs at once unless a deferred read
     /// is for the same key, in which case the group runs first. So every key sees its
     /// operations in arrival order.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &mut self,
         reqs: &[Request<'_>],
@@ -128,6 +134,7 @@ impl Partition {
         which: impl Iterator<Item = u32>,
         now: u32,
         results: &mut [Response],
+        cas_out: &mut [u64],
         data: &mut Vec<u8>,
     ) {
         self.stats.batches += 1;
@@ -152,7 +159,9 @@ impl Partition {
             if self.group.iter().any(|&g| hashes[g as usize].sig == h.sig) {
                 self.flush_reads(reqs, hashes, now, results, data);
             }
+            self.last_cas = 0;
             results[iu] = self.write(req, &h, now, data);
+            cas_out[iu] = self.last_cas;
         }
         if !self.group.is_empty() {
             self.flush_reads(reqs, hashes, now, results, data);
@@ -358,6 +367,20 @@ impl Partition {
         cur: Option<Location>,
     ) -> Response {
         let incr = req.op == Op::Incr;
+        if let (None, Some(initial)) = (cur, req.initial) {
+            // Binary incr/decr (and meta `ma N`): a miss creates the counter at `initial`.
+            let text = initial.to_string();
+            self.value_buf.clear();
+            self.value_buf.extend_from_slice(text.as_bytes());
+            let raw = match expiry_from_exptime(req.exptime, now) {
+                Expiry::AlreadyExpired => return Response::Number(initial),
+                e => e.to_raw(),
+            };
+            return match self.store_raw(req.key, h, Parts::Buf, 0, raw, now, None) {
+                Response::Stored => Response::Number(initial),
+                other => other,
+            };
+        }
         let Some(loc) = cur else {
             if incr {
                 self.stats.incr_misses += 1;
@@ -384,7 +407,7 @@ impl Partition {
         let text = new.to_string();
         let (flags, expiry, old_len) = (item.flags(), item.expiry(), item.value_len());
         if text.len() == old_len {
-            self.store.overwrite_value(loc, text.as_bytes());
+            self.last_cas = self.store.overwrite_value(loc, text.as_bytes()).unwrap_or(0);
             self.store.touch_ref(loc);
             return Response::Number(new);
         }
@@ -471,7 +494,7 @@ impl Partition {
             index.delete_one(&hash_key(k), l);
             cur_reclaimed |= Some(l) == cur;
         });
-        let (loc, _cas) = match stored {
+        let (loc, cas) = match stored {
             Ok(v) => v,
             Err(e) => {
                 // memcached unlinks the old item when it cannot store the new one, so a
@@ -501,6 +524,7 @@ impl Partition {
                 store.free(victim);
             }
         }
+        self.last_cas = cas;
         Response::Stored
     }
 

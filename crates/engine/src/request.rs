@@ -39,6 +39,8 @@ pub struct Request<'a> {
     pub cas: u64,
     /// Amount for INCR / DECR.
     pub delta: u64,
+    /// INCR / DECR on a missing key create it with this value (binary protocol, meta `ma N`).
+    pub initial: Option<u64>,
 }
 
 impl<'a> Request<'a> {
@@ -51,6 +53,7 @@ impl<'a> Request<'a> {
             exptime: 0,
             cas: 0,
             delta: 0,
+            initial: None,
         }
     }
 
@@ -151,12 +154,15 @@ pub enum Response {
 #[derive(Debug, Default)]
 pub struct Responses {
     pub results: Vec<Response>,
+    /// For writes: the CAS of the item they left (0 if none). Reads carry theirs in `Value`.
+    pub cas: Vec<u64>,
     pub data: Vec<u8>,
 }
 
 impl Responses {
     pub fn clear(&mut self) {
         self.results.clear();
+        self.cas.clear();
         self.data.clear();
     }
 

@@ -74,7 +74,8 @@ impl SharedEngine {
         s.owners.extend(s.hashes.iter().map(|h| h.partition(n)));
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
-        let Responses { results, data } = out;
+        out.cas.resize(base + reqs.len(), 0);
+        let Responses { results, cas, data } = out;
         for p in 0..n {
             if !s.owners.contains(&p) {
                 continue;
@@ -82,7 +83,15 @@ impl SharedEngine {
             let owners = &s.owners;
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
             self.lock(p as usize)
-                .run(reqs, &s.hashes, mine, now, &mut results[base..], data);
+                .run(
+                    reqs,
+                    &s.hashes,
+                    mine,
+                    now,
+                    &mut results[base..],
+                    &mut cas[base..],
+                    data,
+                );
         }
     }
 

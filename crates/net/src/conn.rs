@@ -23,6 +23,8 @@ pub(crate) struct Conn {
     /// Parsed input is still waiting (a pass stopped at a barrier or a limit).
     pub want_parse: bool,
     pub writable_registered: bool,
+    /// Binary protocol (decided by the first byte, as memcached does); None until then.
+    pub binary: Option<bool>,
 }
 
 impl Conn {
@@ -40,6 +42,7 @@ impl Conn {
             want_read: false,
             want_parse: false,
             writable_registered: false,
+            binary: None,
         }
     }
 

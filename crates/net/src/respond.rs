@@ -34,6 +34,7 @@ pub(crate) enum Step {
     Shutdown,
     Stats(Vec<Vec<u8>>),
     Meta(crate::meta::MetaStep),
+    Bin(crate::binary::BinStep),
 }
 
 pub(crate) const VERSION: &str = concat!("1.6.21-hkv", env!("CARGO_PKG_VERSION"));
@@ -96,6 +97,7 @@ pub(crate) fn write(
         }
         Step::Stats(ref args) => crate::stats::write_stats(args, shared, now, out),
         Step::Meta(ref m) => crate::meta::write(m, rbuf, res, out),
+        Step::Bin(ref b) => crate::binary::write(b, rbuf, res, shared, now, out),
     }
     false
 }

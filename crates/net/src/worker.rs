@@ -14,7 +14,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::conn::Conn;
+use crate::binary::{BinStep, Flow};
 use crate::respond::{self, Step};
+use hkv_proto::binary::BinParsed;
 use crate::Shared;
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
@@ -47,6 +49,7 @@ struct Plan {
     new_swallow: usize,
     close: bool,
     more: bool,
+    binary: Option<bool>,
 }
 
 impl Worker {
@@ -227,6 +230,7 @@ impl Worker {
             let mut more = false;
             let mut count = 0;
             let keys_before = batch.len();
+            let mut binary_mode = c.binary;
             loop {
                 if swallow > 0 {
                     let k = swallow.min(buf.len() - pos);
@@ -246,6 +250,52 @@ impl Worker {
                     break;
                 }
                 count += 1;
+                // memcached decides the protocol from a connection's first byte.
+                let binary = *binary_mode.get_or_insert(buf[pos] == hkv_proto::binary::REQUEST_MAGIC);
+                if binary {
+                    match hkv_proto::binary::parse(&buf[pos..], limits.max_item_size) {
+                        BinParsed::Incomplete => break,
+                        BinParsed::Close => {
+                            close = true;
+                            break;
+                        }
+                        BinParsed::Error {
+                            opcode,
+                            status,
+                            opaque,
+                            len,
+                            swallow: s,
+                            close: c,
+                        } => {
+                            pos += len;
+                            swallow = s;
+                            steps.push(Step::Bin(BinStep::Status {
+                                opcode,
+                                status,
+                                opaque,
+                            }));
+                            if c {
+                                close = true;
+                                break;
+                            }
+                        }
+                        BinParsed::Request { req, len } => {
+                            pos += len;
+                            match crate::binary::plan(req, buf, &mut batch, steps) {
+                                Flow::Continue => {}
+                                Flow::Barrier => {
+                                    more = true;
+                                    break;
+                                }
+                                Flow::Close => {
+                                    close = true;
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    continue;
+                }
                 match text::parse(&buf[pos..], &limits) {
                     Parsed::Incomplete => break,
                     Parsed::Error {
@@ -287,6 +337,7 @@ impl Worker {
                 new_swallow: swallow,
                 close,
                 more,
+                binary: binary_mode,
             });
         }
         if !batch.is_empty() {
@@ -319,6 +370,7 @@ impl Worker {
             c.swallow = plan.new_swallow;
             c.close_after_write |= plan.close;
             c.want_parse = plan.more;
+            c.binary = plan.binary;
         }
         if self.responses.data.capacity() > 4 << 20 {
             // A pass of large values: do not keep their memory for the next one.

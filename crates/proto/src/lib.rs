@@ -2,6 +2,7 @@
 //! buffers: no I/O, no store. [`text::parse`] tells "need more bytes" apart from "bad
 //! request", and every bad request gets memcached's own error string.
 
+pub mod binary;
 pub mod text;
 
 /// memcached's key length limit.

@@ -1,0 +1,280 @@
+//! memcached's binary protocol (protocol-binary.txt): request framing and response headers.
+//!
+//! ```text
+//!  byte 0      1       2..4     4       5        6..8            8..12      12..16  16..24
+//!     magic  opcode  key len  extras  datatype  vbucket/status  body len   opaque  cas
+//! ```
+
+pub const REQUEST_MAGIC: u8 = 0x80;
+pub const RESPONSE_MAGIC: u8 = 0x81;
+pub const HEADER_LEN: usize = 24;
+
+/// Opcodes memcached 1.6 answers.
+pub mod op {
+    pub const GET: u8 = 0x00;
+    pub const SET: u8 = 0x01;
+    pub const ADD: u8 = 0x02;
+    pub const REPLACE: u8 = 0x03;
+    pub const DELETE: u8 = 0x04;
+    pub const INCREMENT: u8 = 0x05;
+    pub const DECREMENT: u8 = 0x06;
+    pub const QUIT: u8 = 0x07;
+    pub const FLUSH: u8 = 0x08;
+    pub const GETQ: u8 = 0x09;
+    pub const NOOP: u8 = 0x0a;
+    pub const VERSION: u8 = 0x0b;
+    pub const GETK: u8 = 0x0c;
+    pub const GETKQ: u8 = 0x0d;
+    pub const APPEND: u8 = 0x0e;
+    pub const PREPEND: u8 = 0x0f;
+    pub const STAT: u8 = 0x10;
+    pub const SETQ: u8 = 0x11;
+    pub const ADDQ: u8 = 0x12;
+    pub const REPLACEQ: u8 = 0x13;
+    pub const DELETEQ: u8 = 0x14;
+    pub const INCREMENTQ: u8 = 0x15;
+    pub const DECREMENTQ: u8 = 0x16;
+    pub const QUITQ: u8 = 0x17;
+    pub const FLUSHQ: u8 = 0x18;
+    pub const APPENDQ: u8 = 0x19;
+    pub const PREPENDQ: u8 = 0x1a;
+    pub const TOUCH: u8 = 0x1c;
+    pub const GAT: u8 = 0x1d;
+    pub const GATQ: u8 = 0x1e;
+    pub const GATK: u8 = 0x23;
+    pub const GATKQ: u8 = 0x24;
+}
+
+/// Response status codes and memcached's message for each.
+pub mod status {
+    pub const SUCCESS: u16 = 0x0000;
+    pub const KEY_ENOENT: u16 = 0x0001;
+    pub const KEY_EEXISTS: u16 = 0x0002;
+    pub const E2BIG: u16 = 0x0003;
+    pub const EINVAL: u16 = 0x0004;
+    pub const NOT_STORED: u16 = 0x0005;
+    pub const DELTA_BADVAL: u16 = 0x0006;
+    pub const UNKNOWN_COMMAND: u16 = 0x0081;
+    pub const ENOMEM: u16 = 0x0082;
+
+    pub fn message(status: u16) -> &'static str {
+        match status {
+            KEY_ENOENT => "Not found",
+            KEY_EEXISTS => "Data exists for key.",
+            E2BIG => "Too large.",
+            EINVAL => "Invalid arguments",
+            NOT_STORED => "Not stored.",
+            DELTA_BADVAL => "Non-numeric server-side value for incr or decr",
+            UNKNOWN_COMMAND => "Unknown command",
+            ENOMEM => "Out of memory",
+            _ => "",
+        }
+    }
+}
+
+/// One binary request; slices borrow from the read buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BinRequest<'a> {
+    pub opcode: u8,
+    pub key: &'a [u8],
+    pub extras: &'a [u8],
+    pub value: &'a [u8],
+    pub opaque: u32,
+    pub cas: u64,
+}
+
+impl BinRequest<'_> {
+    pub fn extra_u32(&self, at: usize) -> Option<u32> {
+        self.extras
+            .get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub fn extra_u64(&self, at: usize) -> Option<u64> {
+        self.extras
+            .get(at..at + 8)
+            .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes")))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinParsed<'a> {
+    Incomplete,
+    Request { req: BinRequest<'a>, len: usize },
+    /// Answer `status` with `opaque` (and the opcode), consume `len` bytes, then drop
+    /// `swallow` more; close the connection if `close`.
+    Error {
+        opcode: u8,
+        status: u16,
+        opaque: u32,
+        len: usize,
+        swallow: usize,
+        close: bool,
+    },
+    /// Not a request at all (bad magic): memcached closes without a reply.
+    Close,
+}
+
+/// (extras, key, value) each opcode requires: `Some(n)` exactly n, `None` any.
+fn shape(opcode: u8) -> Option<(Option<usize>, bool, bool)> {
+    use op::*;
+    // (extras length, key required, value allowed)
+    Some(match opcode {
+        GET | GETQ | GETK | GETKQ => (Some(0), true, false),
+        SET | SETQ | ADD | ADDQ | REPLACE | REPLACEQ => (Some(8), true, true),
+        APPEND | APPENDQ | PREPEND | PREPENDQ => (Some(0), true, true),
+        DELETE | DELETEQ => (Some(0), true, false),
+        INCREMENT | INCREMENTQ | DECREMENT | DECREMENTQ => (Some(20), true, false),
+        QUIT | QUITQ | NOOP | VERSION => (Some(0), false, false),
+        FLUSH | FLUSHQ => (None, false, false),
+        STAT => (Some(0), false, false),
+        TOUCH | GAT | GATQ | GATK | GATKQ => (Some(4), true, false),
+        _ => return None,
+    })
+}
+
+/// Parses the binary request at the front of `buf`. `max_value` is `-I`.
+pub fn parse(buf: &[u8], max_value: usize) -> BinParsed<'_> {
+    if buf.is_empty() {
+        return BinParsed::Incomplete;
+    }
+    if buf[0] != REQUEST_MAGIC {
+        return BinParsed::Close;
+    }
+    if buf.len() < HEADER_LEN {
+        return BinParsed::Incomplete;
+    }
+    let opcode = buf[1];
+    let keylen = u16::from_be_bytes([buf[2], buf[3]]) as usize;
+    let extlen = buf[4] as usize;
+    let bodylen = u32::from_be_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
+    let opaque = u32::from_be_bytes([buf[12], buf[13], buf[14], buf[15]]);
+    let cas = u64::from_be_bytes(buf[16..24].try_into().expect("8 bytes"));
+    let error = |status: u16, len: usize, swallow: usize, close: bool| BinParsed::Error {
+        opcode,
+        status,
+        opaque,
+        len,
+        swallow,
+        close,
+    };
+    // Lengths that disagree: memcached answers "Invalid arguments" and closes.
+    if keylen + extlen > bodylen {
+        return error(status::EINVAL, HEADER_LEN, 0, true);
+    }
+    let Some((want_ext, need_key, value_ok)) = shape(opcode) else {
+        return error(status::UNKNOWN_COMMAND, HEADER_LEN, bodylen, false);
+    };
+    let vlen = bodylen - keylen - extlen;
+    let shape_ok = want_ext.is_none_or(|n| n == extlen)
+        && (!need_key || keylen > 0)
+        && (need_key || keylen == 0)
+        && (value_ok || vlen == 0)
+        && keylen <= crate::MAX_KEY_LEN
+        && (opcode != op::FLUSH && opcode != op::FLUSHQ || extlen == 0 || extlen == 4);
+    if !shape_ok {
+        return error(status::EINVAL, HEADER_LEN, 0, true);
+    }
+    if value_ok && vlen > max_value {
+        // Refuse before buffering it; the body is read and dropped.
+        return error(status::E2BIG, HEADER_LEN, bodylen, false);
+    }
+    let total = HEADER_LEN + bodylen;
+    if buf.len() < total {
+        return BinParsed::Incomplete;
+    }
+    let body = &buf[HEADER_LEN..total];
+    BinParsed::Request {
+        req: BinRequest {
+            opcode,
+            extras: &body[..extlen],
+            key: &body[extlen..extlen + keylen],
+            value: &body[extlen + keylen..],
+            opaque,
+            cas,
+        },
+        len: total,
+    }
+}
+
+/// Appends a response header.
+pub fn write_header(
+    out: &mut Vec<u8>,
+    opcode: u8,
+    key_len: usize,
+    extras_len: usize,
+    status: u16,
+    body_len: usize,
+    opaque: u32,
+    cas: u64,
+) {
+    out.push(RESPONSE_MAGIC);
+    out.push(opcode);
+    out.extend_from_slice(&(key_len as u16).to_be_bytes());
+    out.push(extras_len as u8);
+    out.push(0);
+    out.extend_from_slice(&status.to_be_bytes());
+    out.extend_from_slice(&(body_len as u32).to_be_bytes());
+    out.extend_from_slice(&opaque.to_be_bytes());
+    out.extend_from_slice(&cas.to_be_bytes());
+}
+
+/// Appends a response with no extras and no key: a status with memcached's message as body
+/// (for errors) or `value`.
+pub fn write_simple(out: &mut Vec<u8>, opcode: u8, status: u16, opaque: u32, cas: u64, value: &[u8]) {
+    let msg = if status == status::SUCCESS {
+        value
+    } else {
+        status::message(status).as_bytes()
+    };
+    write_header(out, opcode, 0, 0, status, msg.len(), opaque, cas);
+    out.extend_from_slice(msg);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut b = vec![REQUEST_MAGIC, opcode];
+        b.extend_from_slice(&(key.len() as u16).to_be_bytes());
+        b.push(extras.len() as u8);
+        b.push(0);
+        b.extend_from_slice(&[0, 0]);
+        b.extend_from_slice(&((extras.len() + key.len() + value.len()) as u32).to_be_bytes());
+        b.extend_from_slice(&7u32.to_be_bytes());
+        b.extend_from_slice(&0u64.to_be_bytes());
+        b.extend_from_slice(extras);
+        b.extend_from_slice(key);
+        b.extend_from_slice(value);
+        b
+    }
+
+    #[test]
+    fn frames_and_lengths() {
+        let set = req(op::SET, &[0, 0, 0, 1, 0, 0, 0, 0], b"k", b"vv");
+        assert_eq!(parse(&set[..10], 100), BinParsed::Incomplete);
+        assert_eq!(parse(&set[..set.len() - 1], 100), BinParsed::Incomplete);
+        let BinParsed::Request { req: r, len } = parse(&set, 100) else {
+            panic!()
+        };
+        assert_eq!((r.key, r.value, r.opaque, len), (&b"k"[..], &b"vv"[..], 7, set.len()));
+        assert_eq!(r.extra_u32(0), Some(1));
+        // Bad magic: close without a word.
+        assert_eq!(parse(b"\x81xxxxxxxxxxxxxxxxxxxxxxx", 100), BinParsed::Close);
+        // Key longer than the body: invalid, close.
+        let mut bad = req(op::GET, &[], b"key", b"");
+        bad[11] = 1;
+        assert!(matches!(parse(&bad, 100), BinParsed::Error { status: status::EINVAL, close: true, .. }));
+        // Unknown opcode: answered, body skipped, connection kept.
+        let unk = req(0x55, &[], b"", b"abc");
+        assert!(matches!(
+            parse(&unk, 100),
+            BinParsed::Error { status: status::UNKNOWN_COMMAND, swallow: 3, close: false, .. }
+        ));
+        // A value over the limit is refused before it arrives.
+        let mut big = req(op::SET, &[0; 8], b"k", b"");
+        big[8..12].copy_from_slice(&(9 + 1000u32).to_be_bytes());
+        assert!(matches!(parse(&big, 100), BinParsed::Error { status: status::E2BIG, swallow: 1009, .. }));
+    }
+}
