@@ -140,7 +140,15 @@ impl Engine {
         for (p, part) in self.partitions.iter_mut().enumerate() {
             let owners = &self.owners;
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p as u32);
-            part.run(reqs, &self.hashes, mine, now, &mut results[base..], &mut cas[base..], data);
+            part.run(
+                reqs,
+                &self.hashes,
+                mine,
+                now,
+                &mut results[base..],
+                &mut cas[base..],
+                data,
+            );
         }
     }
 

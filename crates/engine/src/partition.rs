@@ -407,7 +407,10 @@ impl Partition {
         let text = new.to_string();
         let (flags, expiry, old_len) = (item.flags(), item.expiry(), item.value_len());
         if text.len() == old_len {
-            self.last_cas = self.store.overwrite_value(loc, text.as_bytes()).unwrap_or(0);
+            self.last_cas = self
+                .store
+                .overwrite_value(loc, text.as_bytes())
+                .unwrap_or(0);
             self.store.touch_ref(loc);
             return Response::Number(new);
         }

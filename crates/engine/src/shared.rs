@@ -82,16 +82,15 @@ impl SharedEngine {
             }
             let owners = &s.owners;
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
-            self.lock(p as usize)
-                .run(
-                    reqs,
-                    &s.hashes,
-                    mine,
-                    now,
-                    &mut results[base..],
-                    &mut cas[base..],
-                    data,
-                );
+            self.lock(p as usize).run(
+                reqs,
+                &s.hashes,
+                mine,
+                now,
+                &mut results[base..],
+                &mut cas[base..],
+                data,
+            );
         }
     }
 

@@ -28,10 +28,23 @@ pub(crate) enum BinStep {
         key_len: u32,
     },
     /// A fixed status (errors, NOOP, QUIT, FLUSH done).
-    Status { opcode: u8, status: u16, opaque: u32 },
-    Version { opaque: u32 },
-    Flush { delay: i64, opaque: u32, quiet: bool },
-    Stat { opaque: u32, group: Vec<u8> },
+    Status {
+        opcode: u8,
+        status: u16,
+        opaque: u32,
+    },
+    Version {
+        opaque: u32,
+    },
+    Flush {
+        delay: i64,
+        opaque: u32,
+        quiet: bool,
+    },
+    Stat {
+        opaque: u32,
+        group: Vec<u8>,
+    },
 }
 
 fn quiet(opcode: u8) -> bool {
@@ -127,7 +140,11 @@ pub(crate) fn plan<'a>(
             } else {
                 Op::Prepend
             };
-            engine(Request::store(op, r.key, r.value, 0, 0), BinKind::Store, steps);
+            engine(
+                Request::store(op, r.key, r.value, 0, 0),
+                BinKind::Store,
+                steps,
+            );
         }
         op::DELETE | op::DELETEQ => {
             let req = Request {
@@ -148,7 +165,11 @@ pub(crate) fn plan<'a>(
             // Expiration 0xffffffff means "do not create on a miss".
             let req = Request {
                 initial: (exp != u32::MAX).then_some(initial),
-                exptime: if exp == u32::MAX { 0 } else { exp as i32 as i64 },
+                exptime: if exp == u32::MAX {
+                    0
+                } else {
+                    exp as i32 as i64
+                },
                 ..base
             };
             engine(req, BinKind::Arith, steps);
@@ -191,7 +212,14 @@ pub(crate) fn plan<'a>(
     Flow::Continue
 }
 
-pub(crate) fn write(step: &BinStep, rbuf: &[u8], res: &Responses, shared: &Shared, now: u32, out: &mut Vec<u8>) {
+pub(crate) fn write(
+    step: &BinStep,
+    rbuf: &[u8],
+    res: &Responses,
+    shared: &Shared,
+    now: u32,
+    out: &mut Vec<u8>,
+) {
     match *step {
         BinStep::Status {
             opcode,
@@ -239,7 +267,16 @@ pub(crate) fn write(step: &BinStep, rbuf: &[u8], res: &Responses, shared: &Share
                 };
                 let sp = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
                 let (k, v) = (&rest[..sp], rest.get(sp + 1..).unwrap_or(b""));
-                write_header(out, op::STAT, k.len(), 0, status::SUCCESS, k.len() + v.len(), opaque, 0);
+                write_header(
+                    out,
+                    op::STAT,
+                    k.len(),
+                    0,
+                    status::SUCCESS,
+                    k.len() + v.len(),
+                    opaque,
+                    0,
+                );
                 out.extend_from_slice(k);
                 out.extend_from_slice(v);
             }
@@ -262,7 +299,16 @@ pub(crate) fn write(step: &BinStep, rbuf: &[u8], res: &Responses, shared: &Share
                 (BinKind::Get { with_key }, Response::Value { flags, cas, .. }) => {
                     let value = res.value(r);
                     let k: &[u8] = if with_key { key } else { b"" };
-                    write_header(out, opcode, k.len(), 4, status::SUCCESS, 4 + k.len() + value.len(), opaque, cas);
+                    write_header(
+                        out,
+                        opcode,
+                        k.len(),
+                        4,
+                        status::SUCCESS,
+                        4 + k.len() + value.len(),
+                        opaque,
+                        cas,
+                    );
                     out.extend_from_slice(&flags.to_be_bytes());
                     out.extend_from_slice(k);
                     out.extend_from_slice(value);
@@ -273,7 +319,16 @@ pub(crate) fn write(step: &BinStep, rbuf: &[u8], res: &Responses, shared: &Share
                     }
                     if with_key {
                         // memcached returns the key, not a message, on a GETK miss.
-                        write_header(out, opcode, key.len(), 0, status::KEY_ENOENT, key.len(), opaque, 0);
+                        write_header(
+                            out,
+                            opcode,
+                            key.len(),
+                            0,
+                            status::KEY_ENOENT,
+                            key.len(),
+                            opaque,
+                            0,
+                        );
                         out.extend_from_slice(key);
                     } else {
                         fail(out, status::KEY_ENOENT);

@@ -10,6 +10,7 @@ mod conn;
 mod meta;
 mod respond;
 mod stats;
+mod udp;
 mod worker;
 
 use std::net::SocketAddr;
@@ -28,6 +29,9 @@ pub use stats::ServerStats;
 #[derive(Clone, Debug)]
 pub struct NetConfig {
     pub listen: SocketAddr,
+    /// `-U`: a UDP listener for text-protocol requests, off unless asked for (UDP
+    /// reflection attacks are why memcached turned it off by default).
+    pub udp_listen: Option<SocketAddr>,
     pub threads: usize,
     /// `-c`: connections beyond this are told so and closed.
     pub max_connections: usize,
@@ -48,6 +52,7 @@ impl Default for NetConfig {
     fn default() -> Self {
         NetConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
+            udp_listen: None,
             threads: 4,
             max_connections: 1024,
             limits: Limits::default(),
@@ -97,6 +102,7 @@ impl Shared {
 /// A running server. Dropping it does not stop it; call [`Server::shutdown`].
 pub struct Server {
     addr: SocketAddr,
+    udp_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     wakers: Vec<Arc<Waker>>,
     threads: Vec<JoinHandle<()>>,
@@ -111,6 +117,8 @@ impl Server {
         let mut listener =
             TcpListener::bind(config.listen).map_err(|e| NetError::Bind(config.listen, e))?;
         let addr = listener.local_addr()?;
+        let mut udp = shared_udp(&config)?;
+        let udp_addr = udp.as_ref().map(|u| u.local_addr()).transpose()?;
         let threads = config.threads.max(1);
         let shared = Arc::new(Shared {
             engine,
@@ -127,7 +135,15 @@ impl Server {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), worker::WAKE)?);
             let (tx, rx) = mpsc::channel();
-            let w = worker::Worker::new(id, poll, rx, Arc::clone(&shared), Arc::clone(&waker));
+            // UDP requests join worker 0's batches, beside its TCP connections.
+            let w = worker::Worker::new(
+                id,
+                poll,
+                rx,
+                Arc::clone(&shared),
+                Arc::clone(&waker),
+                if id == 0 { udp.take() } else { None },
+            )?;
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("hkv-worker-{id}"))
@@ -151,6 +167,7 @@ impl Server {
         tracing::info!(%addr, threads, "listening");
         Ok(Server {
             addr,
+            udp_addr,
             shared,
             wakers,
             threads: handles,
@@ -159,6 +176,10 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.udp_addr
     }
 
     /// A handle that stops the server from another thread (a signal handler's thread).
@@ -194,6 +215,15 @@ impl Stopper {
         for w in &self.wakers {
             let _ = w.wake();
         }
+    }
+}
+
+fn shared_udp(config: &NetConfig) -> Result<Option<mio::net::UdpSocket>, NetError> {
+    match config.udp_listen {
+        Some(a) => Ok(Some(
+            mio::net::UdpSocket::bind(a).map_err(|e| NetError::Bind(a, e))?,
+        )),
+        None => Ok(None),
     }
 }
 

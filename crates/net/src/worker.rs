@@ -13,13 +13,16 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
-use crate::conn::Conn;
 use crate::binary::{BinStep, Flow};
+use crate::conn::Conn;
 use crate::respond::{self, Step};
-use hkv_proto::binary::BinParsed;
 use crate::Shared;
+use hkv_proto::binary::BinParsed;
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
+const UDP: Token = Token(usize::MAX - 1);
+/// Datagrams taken per pass; more wait for the next pass.
+const UDP_PER_PASS: usize = 64;
 /// Most requests taken from one connection in one pass, so one pipelining client cannot
 /// make a batch (and everyone's latency) arbitrarily large.
 const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
@@ -39,6 +42,9 @@ pub(crate) struct Worker {
     scratch: Scratch,
     responses: Responses,
     steps: Vec<Step>,
+    udp: Option<mio::net::UdpSocket>,
+    udp_ready: bool,
+    udp_reqs: Vec<crate::udp::UdpRequest>,
 }
 
 /// What one pass decided for one connection.
@@ -59,8 +65,12 @@ impl Worker {
         incoming: Receiver<TcpStream>,
         shared: Arc<Shared>,
         waker: Arc<Waker>,
-    ) -> Worker {
-        Worker {
+        mut udp: Option<mio::net::UdpSocket>,
+    ) -> std::io::Result<Worker> {
+        if let Some(u) = udp.as_mut() {
+            poll.registry().register(u, UDP, Interest::READABLE)?;
+        }
+        Ok(Worker {
             id,
             poll,
             incoming,
@@ -70,7 +80,10 @@ impl Worker {
             scratch: Scratch::default(),
             responses: Responses::default(),
             steps: Vec::new(),
-        }
+            udp_ready: udp.is_some(),
+            udp,
+            udp_reqs: Vec::new(),
+        })
     }
 
     pub fn run(mut self) {
@@ -78,7 +91,7 @@ impl Worker {
         let mut ready: Vec<usize> = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
         loop {
-            let timeout = (!pending.is_empty()).then_some(Duration::ZERO);
+            let timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
@@ -94,6 +107,8 @@ impl Worker {
             for ev in events.iter() {
                 if ev.token() == WAKE {
                     self.accept_new(&mut ready);
+                } else if ev.token() == UDP {
+                    self.udp_ready = true;
                 } else {
                     ready.push(ev.token().0);
                 }
@@ -169,7 +184,9 @@ impl Worker {
                 }
             }
         }
+        self.receive_udp();
         self.process(ready);
+        self.udp_reqs.clear();
         for &t in ready {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
@@ -202,6 +219,59 @@ impl Worker {
         }
     }
 
+    /// RV for UDP: takes up to UDP_PER_PASS datagrams into this pass.
+    fn receive_udp(&mut self) {
+        let Some(sock) = self.udp.as_ref() else {
+            return;
+        };
+        if !self.udp_ready {
+            return;
+        }
+        let mut buf = [0u8; 65536];
+        for _ in 0..UDP_PER_PASS {
+            match sock.recv_from(&mut buf) {
+                Ok((n, peer)) => {
+                    self.shared
+                        .stats
+                        .bytes_read
+                        .fetch_add(n as u64, Ordering::Relaxed);
+                    let d = &buf[..n];
+                    match crate::udp::frame(d) {
+                        crate::udp::Frame::Request { id, payload_at } => {
+                            // Text protocol only over UDP; binary datagrams are dropped.
+                            if d.get(payload_at) != Some(&hkv_proto::binary::REQUEST_MAGIC) {
+                                self.udp_reqs.push(crate::udp::UdpRequest {
+                                    peer,
+                                    id,
+                                    payload: d[payload_at..].to_vec(),
+                                });
+                            }
+                        }
+                        crate::udp::Frame::MultiPacket { id } => {
+                            for dg in crate::udp::datagrams(
+                                id,
+                                b"SERVER_ERROR multi-packet request not supported\r\n",
+                            ) {
+                                let _ = sock.send_to(&dg, peer);
+                            }
+                        }
+                        crate::udp::Frame::Drop => {}
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.udp_ready = false;
+                    return;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e, "udp receive failed");
+                    self.udp_ready = false;
+                    return;
+                }
+            }
+        }
+    }
+
     fn read_cap(&self) -> usize {
         let l = &self.shared.config.limits;
         l.max_item_size.max(l.max_get_line) + 64 * 1024
@@ -223,122 +293,31 @@ impl Worker {
                 continue;
             }
             let start = steps.len();
-            let buf = &c.rbuf[..c.rend];
-            let mut pos = c.rstart;
-            let mut swallow = c.swallow;
-            let mut close = false;
-            let mut more = false;
-            let mut count = 0;
-            let keys_before = batch.len();
-            let mut binary_mode = c.binary;
-            loop {
-                if swallow > 0 {
-                    let k = swallow.min(buf.len() - pos);
-                    pos += k;
-                    swallow -= k;
-                    if swallow > 0 {
-                        break;
-                    }
-                }
-                if pos == buf.len() {
-                    break;
-                }
-                if count == MAX_REQUESTS_PER_CONN_PASS
-                    || batch.len() - keys_before >= MAX_KEYS_PER_CONN_PASS
-                {
-                    more = true;
-                    break;
-                }
-                count += 1;
-                // memcached decides the protocol from a connection's first byte.
-                let binary = *binary_mode.get_or_insert(buf[pos] == hkv_proto::binary::REQUEST_MAGIC);
-                if binary {
-                    match hkv_proto::binary::parse(&buf[pos..], limits.max_item_size) {
-                        BinParsed::Incomplete => break,
-                        BinParsed::Close => {
-                            close = true;
-                            break;
-                        }
-                        BinParsed::Error {
-                            opcode,
-                            status,
-                            opaque,
-                            len,
-                            swallow: s,
-                            close: c,
-                        } => {
-                            pos += len;
-                            swallow = s;
-                            steps.push(Step::Bin(BinStep::Status {
-                                opcode,
-                                status,
-                                opaque,
-                            }));
-                            if c {
-                                close = true;
-                                break;
-                            }
-                        }
-                        BinParsed::Request { req, len } => {
-                            pos += len;
-                            match crate::binary::plan(req, buf, &mut batch, steps) {
-                                Flow::Continue => {}
-                                Flow::Barrier => {
-                                    more = true;
-                                    break;
-                                }
-                                Flow::Close => {
-                                    close = true;
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                    continue;
-                }
-                match text::parse(&buf[pos..], &limits) {
-                    Parsed::Incomplete => break,
-                    Parsed::Error {
-                        error,
-                        len,
-                        swallow: s,
-                        noreply,
-                        close: c,
-                        unlink,
-                    } => {
-                        pos += len;
-                        swallow = s;
-                        if let Some(key) = unlink {
-                            // memcached drops the old value of a key whose new one it refused.
-                            batch.push(Request::delete(key));
-                        }
-                        if !noreply {
-                            steps.push(Step::Text(error));
-                        }
-                        if c {
-                            close = true;
-                            break;
-                        }
-                    }
-                    Parsed::Command { cmd, len } => {
-                        pos += len;
-                        let barrier = plan_command(cmd, buf, &mut batch, steps, &mut close);
-                        if barrier || close {
-                            more = !close;
-                            break;
-                        }
-                    }
-                }
-            }
+            let p = parse_input(
+                &c.rbuf[..c.rend],
+                c.rstart,
+                c.swallow,
+                c.binary,
+                &limits,
+                &mut batch,
+                steps,
+            );
             plans.push(Plan {
                 token: t,
                 steps: start..steps.len(),
-                new_rstart: pos,
-                new_swallow: swallow,
-                close,
-                more,
-                binary: binary_mode,
+                new_rstart: p.pos,
+                new_swallow: p.swallow,
+                close: p.close,
+                more: p.more,
+                binary: p.binary,
             });
+        }
+        let udp_reqs = &self.udp_reqs;
+        let mut udp_plans: Vec<Range<usize>> = Vec::with_capacity(udp_reqs.len());
+        for r in udp_reqs {
+            let start = steps.len();
+            parse_input(&r.payload, 0, 0, Some(false), &limits, &mut batch, steps);
+            udp_plans.push(start..steps.len());
         }
         if !batch.is_empty() {
             self.shared
@@ -372,6 +351,30 @@ impl Worker {
             c.want_parse = plan.more;
             c.binary = plan.binary;
         }
+        for (r, range) in self.udp_reqs.iter().zip(udp_plans) {
+            let mut reply = Vec::new();
+            for step in &self.steps[range] {
+                stop |= respond::write(
+                    step,
+                    &r.payload,
+                    &self.responses,
+                    &self.shared,
+                    now,
+                    &mut reply,
+                );
+            }
+            if let Some(sock) = self.udp.as_ref() {
+                for dg in crate::udp::datagrams(r.id, &reply) {
+                    // UDP is lossy by contract: a full socket buffer drops the reply.
+                    if let Ok(n) = sock.send_to(&dg, r.peer) {
+                        self.shared
+                            .stats
+                            .bytes_written
+                            .fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
         if self.responses.data.capacity() > 4 << 20 {
             // A pass of large values: do not keep their memory for the next one.
             self.responses.data = Vec::new();
@@ -380,6 +383,143 @@ impl Worker {
             tracing::info!("shutdown command received");
             self.shared.stop_all();
         }
+    }
+}
+
+/// Where parsing one input buffer ended, and what the connection must do next.
+struct InputEnd {
+    pos: usize,
+    swallow: usize,
+    close: bool,
+    more: bool,
+    binary: Option<bool>,
+}
+
+/// PP for one input (a TCP connection's buffer or one UDP datagram): parses requests from
+/// `start`, appending engine requests to `batch` and reply steps to `steps`.
+#[allow(clippy::too_many_arguments)]
+fn parse_input<'a>(
+    buf: &'a [u8],
+    start: usize,
+    swallow_in: usize,
+    binary_in: Option<bool>,
+    limits: &text::Limits,
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+) -> InputEnd {
+    let limits = *limits;
+    let mut pos = start;
+    let mut swallow = swallow_in;
+    let mut close = false;
+    let mut more = false;
+    let mut count = 0;
+    let keys_before = batch.len();
+    let mut binary_mode = binary_in;
+    loop {
+        if swallow > 0 {
+            let k = swallow.min(buf.len() - pos);
+            pos += k;
+            swallow -= k;
+            if swallow > 0 {
+                break;
+            }
+        }
+        if pos == buf.len() {
+            break;
+        }
+        if count == MAX_REQUESTS_PER_CONN_PASS
+            || batch.len() - keys_before >= MAX_KEYS_PER_CONN_PASS
+        {
+            more = true;
+            break;
+        }
+        count += 1;
+        // memcached decides the protocol from a connection's first byte.
+        let binary = *binary_mode.get_or_insert(buf[pos] == hkv_proto::binary::REQUEST_MAGIC);
+        if binary {
+            match hkv_proto::binary::parse(&buf[pos..], limits.max_item_size) {
+                BinParsed::Incomplete => break,
+                BinParsed::Close => {
+                    close = true;
+                    break;
+                }
+                BinParsed::Error {
+                    opcode,
+                    status,
+                    opaque,
+                    len,
+                    swallow: s,
+                    close: c,
+                } => {
+                    pos += len;
+                    swallow = s;
+                    steps.push(Step::Bin(BinStep::Status {
+                        opcode,
+                        status,
+                        opaque,
+                    }));
+                    if c {
+                        close = true;
+                        break;
+                    }
+                }
+                BinParsed::Request { req, len } => {
+                    pos += len;
+                    match crate::binary::plan(req, buf, batch, steps) {
+                        Flow::Continue => {}
+                        Flow::Barrier => {
+                            more = true;
+                            break;
+                        }
+                        Flow::Close => {
+                            close = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        match text::parse(&buf[pos..], &limits) {
+            Parsed::Incomplete => break,
+            Parsed::Error {
+                error,
+                len,
+                swallow: s,
+                noreply,
+                close: c,
+                unlink,
+            } => {
+                pos += len;
+                swallow = s;
+                if let Some(key) = unlink {
+                    // memcached drops the old value of a key whose new one it refused.
+                    batch.push(Request::delete(key));
+                }
+                if !noreply {
+                    steps.push(Step::Text(error));
+                }
+                if c {
+                    close = true;
+                    break;
+                }
+            }
+            Parsed::Command { cmd, len } => {
+                pos += len;
+                let barrier = plan_command(cmd, buf, batch, steps, &mut close);
+                if barrier || close {
+                    more = !close;
+                    break;
+                }
+            }
+        }
+    }
+    InputEnd {
+        pos,
+        swallow,
+        close,
+        more,
+        binary: binary_mode,
     }
 }
 

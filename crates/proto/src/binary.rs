@@ -100,7 +100,10 @@ impl BinRequest<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BinParsed<'a> {
     Incomplete,
-    Request { req: BinRequest<'a>, len: usize },
+    Request {
+        req: BinRequest<'a>,
+        len: usize,
+    },
     /// Answer `status` with `opaque` (and the opcode), consume `len` bytes, then drop
     /// `swallow` more; close the connection if `close`.
     Error {
@@ -221,7 +224,14 @@ pub fn write_header(
 
 /// Appends a response with no extras and no key: a status with memcached's message as body
 /// (for errors) or `value`.
-pub fn write_simple(out: &mut Vec<u8>, opcode: u8, status: u16, opaque: u32, cas: u64, value: &[u8]) {
+pub fn write_simple(
+    out: &mut Vec<u8>,
+    opcode: u8,
+    status: u16,
+    opaque: u32,
+    cas: u64,
+    value: &[u8],
+) {
     let msg = if status == status::SUCCESS {
         value
     } else {
@@ -258,23 +268,45 @@ mod tests {
         let BinParsed::Request { req: r, len } = parse(&set, 100) else {
             panic!()
         };
-        assert_eq!((r.key, r.value, r.opaque, len), (&b"k"[..], &b"vv"[..], 7, set.len()));
+        assert_eq!(
+            (r.key, r.value, r.opaque, len),
+            (&b"k"[..], &b"vv"[..], 7, set.len())
+        );
         assert_eq!(r.extra_u32(0), Some(1));
         // Bad magic: close without a word.
         assert_eq!(parse(b"\x81xxxxxxxxxxxxxxxxxxxxxxx", 100), BinParsed::Close);
         // Key longer than the body: invalid, close.
         let mut bad = req(op::GET, &[], b"key", b"");
         bad[11] = 1;
-        assert!(matches!(parse(&bad, 100), BinParsed::Error { status: status::EINVAL, close: true, .. }));
+        assert!(matches!(
+            parse(&bad, 100),
+            BinParsed::Error {
+                status: status::EINVAL,
+                close: true,
+                ..
+            }
+        ));
         // Unknown opcode: answered, body skipped, connection kept.
         let unk = req(0x55, &[], b"", b"abc");
         assert!(matches!(
             parse(&unk, 100),
-            BinParsed::Error { status: status::UNKNOWN_COMMAND, swallow: 3, close: false, .. }
+            BinParsed::Error {
+                status: status::UNKNOWN_COMMAND,
+                swallow: 3,
+                close: false,
+                ..
+            }
         ));
         // A value over the limit is refused before it arrives.
         let mut big = req(op::SET, &[0; 8], b"k", b"");
         big[8..12].copy_from_slice(&(9 + 1000u32).to_be_bytes());
-        assert!(matches!(parse(&big, 100), BinParsed::Error { status: status::E2BIG, swallow: 1009, .. }));
+        assert!(matches!(
+            parse(&big, 100),
+            BinParsed::Error {
+                status: status::E2BIG,
+                swallow: 1009,
+                ..
+            }
+        ));
     }
 }

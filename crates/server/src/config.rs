@@ -12,6 +12,12 @@ pub struct Cli {
     /// TCP port to listen on (0: any free port, printed at start-up).
     #[arg(short = 'p', long = "port")]
     pub port: Option<u16>,
+    /// UDP port for text-protocol requests (0: off, the default, as in memcached).
+    #[arg(short = 'U', long = "udp-port")]
+    pub udp_port: Option<u16>,
+    /// UDP address to listen on, port 0 allowed (any free port, printed at start-up).
+    #[arg(long = "udp-listen")]
+    pub udp_listen: Option<SocketAddr>,
     /// Interface to listen on.
     #[arg(short = 'l', long = "listen")]
     pub listen: Option<IpAddr>,
@@ -50,6 +56,8 @@ pub struct Cli {
 pub struct Settings {
     pub listen: IpAddr,
     pub port: u16,
+    /// 0: no UDP.
+    pub udp_port: u16,
     pub memory_mb: usize,
     pub max_connections: usize,
     pub threads: usize,
@@ -64,6 +72,7 @@ impl Default for Settings {
         Settings {
             listen: IpAddr::from([127, 0, 0, 1]),
             port: 11211,
+            udp_port: 0,
             memory_mb: 64,
             max_connections: 1024,
             threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
@@ -103,6 +112,9 @@ impl Settings {
         if let Some(v) = cli.port {
             s.port = v;
         }
+        if let Some(v) = cli.udp_port {
+            s.udp_port = v;
+        }
         if let Some(v) = cli.listen {
             s.listen = v;
         }
@@ -141,6 +153,11 @@ impl Settings {
 
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.listen, self.port)
+    }
+
+    pub fn udp_addr(&self, cli: &Cli) -> Option<SocketAddr> {
+        cli.udp_listen
+            .or((self.udp_port != 0).then(|| SocketAddr::new(self.listen, self.udp_port)))
     }
 
     /// Slab page size: 1 MiB, or larger when `-I` asks for bigger items (as in memcached).

@@ -43,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         engine,
         NetConfig {
             listen: settings.addr(),
+            udp_listen: settings.udp_addr(&cli),
             threads: settings.threads,
             max_connections: settings.max_connections,
             limits: Limits {
@@ -59,6 +60,9 @@ fn main() -> anyhow::Result<()> {
     )?;
     // Tests and scripts start hkv on port 0 and read the real address from this line.
     println!("hkv listening on {}", server.local_addr());
+    if let Some(udp) = server.udp_addr() {
+        println!("hkv udp on {udp}");
+    }
     use std::io::Write;
     std::io::stdout().flush()?;
 

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 pub struct Hkv {
     pub child: Child,
     pub addr: SocketAddr,
+    /// Set when started with `--udp-listen`.
+    pub udp: Option<SocketAddr>,
 }
 
 impl Hkv {
@@ -22,17 +24,19 @@ impl Hkv {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start hkv");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("read address line");
-        let addr = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .and_then(|a| a.parse().ok())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
-        Hkv { child, addr }
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        let mut read_addr = || {
+            let mut line = String::new();
+            out.read_line(&mut line).expect("read address line");
+            line.trim()
+                .rsplit(' ')
+                .next()
+                .and_then(|a| a.parse::<SocketAddr>().ok())
+                .unwrap_or_else(|| panic!("no address in {line:?}"))
+        };
+        let addr = read_addr();
+        let udp = args.contains(&"--udp-listen").then(&mut read_addr);
+        Hkv { child, addr, udp }
     }
 
     pub fn connect(&self) -> Client {
