@@ -53,3 +53,72 @@ def normalise(reply):
 @pytest.mark.parametrize("script", SCRIPTS, ids=range(len(SCRIPTS)))
 def test_same_replies_as_memcached(hkv, memcached, script):
     assert normalise(converse(hkv, script)) == normalise(converse(memcached, script))
+
+
+# ---- binary protocol -------------------------------------------------------------------
+
+import struct
+
+
+def bin_req(opcode, key=b"", extras=b"", value=b"", opaque=0, cas=0):
+    body = extras + key + value
+    return struct.pack(">BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, 0, len(body), opaque, cas) + body
+
+
+def bin_packets(data):
+    """Splits a response stream into packets, with the CAS and version text normalised."""
+    out = []
+    while len(data) >= 24:
+        magic, opcode, keylen, extlen, _, status, bodylen, opaque, cas = struct.unpack(">BBHBBHIIQ", data[:24])
+        body = data[24:24 + bodylen]
+        if opcode == 0x0b:
+            body = b"VERSION"
+        out.append((magic, opcode, keylen, extlen, status, opaque, cas != 0, body))
+        data = data[24 + bodylen:]
+    assert data == b"", "trailing bytes"
+    return out
+
+
+def bin_converse(server, data):
+    with socket.create_connection(server.addr, timeout=5) as s:
+        s.sendall(data + bin_req(0x07, opaque=999))  # QUIT: answered, then closed
+        out = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+
+SET_EXTRAS = struct.pack(">II", 5, 0)
+INCR_EXTRAS = struct.pack(">QQI", 3, 10, 0)
+NO_CREATE = struct.pack(">QQI", 3, 10, 0xFFFFFFFF)
+
+BIN_SCRIPTS = [
+    bin_req(0x01, b"a", SET_EXTRAS, b"abc", 1) + bin_req(0x00, b"a", opaque=2) + bin_req(0x0C, b"a", opaque=3)
+    + bin_req(0x00, b"zz", opaque=4) + bin_req(0x0C, b"zz", opaque=5) + bin_req(0x09, b"zz", opaque=6)
+    + bin_req(0x0D, b"zz", opaque=7) + bin_req(0x0A, opaque=8),
+    bin_req(0x02, b"a", SET_EXTRAS, b"x", 1) + bin_req(0x03, b"zz", SET_EXTRAS, b"x", 2)
+    + bin_req(0x0E, b"zz", value=b"x", opaque=3) + bin_req(0x0E, b"a", value=b"!", opaque=4)
+    + bin_req(0x0F, b"a", value=b"<", opaque=5) + bin_req(0x00, b"a", opaque=6),
+    bin_req(0x05, b"n", INCR_EXTRAS, opaque=1) + bin_req(0x05, b"n", INCR_EXTRAS, opaque=2)
+    + bin_req(0x06, b"n", INCR_EXTRAS, opaque=3) + bin_req(0x05, b"m", NO_CREATE, opaque=4)
+    + bin_req(0x01, b"t", SET_EXTRAS, b"text", 5) + bin_req(0x05, b"t", INCR_EXTRAS, opaque=6)
+    + bin_req(0x15, b"n", INCR_EXTRAS, opaque=7) + bin_req(0x0A, opaque=8),
+    bin_req(0x04, b"nope", opaque=1) + bin_req(0x01, b"d", SET_EXTRAS, b"1", 2) + bin_req(0x04, b"d", opaque=3)
+    + bin_req(0x14, b"d", opaque=4) + bin_req(0x0A, opaque=5),
+    bin_req(0x55, value=b"junk", opaque=1) + bin_req(0x0B, opaque=2) + bin_req(0x0A, opaque=3)
+    + bin_req(0x08, opaque=4) + bin_req(0x00, b"a", opaque=5),
+    bin_req(0x01, b"c", SET_EXTRAS, b"1", 1) + bin_req(0x01, b"c", SET_EXTRAS, b"2", 2, cas=1)
+    + bin_req(0x01, b"missing", SET_EXTRAS, b"2", 3, cas=5) + bin_req(0x1C, b"c", struct.pack(">I", 100), opaque=4)
+    + bin_req(0x1C, b"missing", struct.pack(">I", 100), opaque=5) + bin_req(0x1D, b"c", struct.pack(">I", 100), opaque=6)
+    + bin_req(0x23, b"c", struct.pack(">I", 100), opaque=7) + bin_req(0x1E, b"missing", struct.pack(">I", 1), opaque=8),
+    # Lengths that disagree: invalid arguments, then the connection is closed.
+    bin_req(0x00, b"key", opaque=1)[:8] + struct.pack(">I", 1) + bin_req(0x00, b"key", opaque=1)[12:],
+]
+
+
+@pytest.mark.parametrize("script", BIN_SCRIPTS, ids=range(len(BIN_SCRIPTS)))
+def test_same_binary_replies_as_memcached(hkv, memcached, script):
+    assert bin_packets(bin_converse(hkv, script)) == bin_packets(bin_converse(memcached, script))

@@ -174,7 +174,14 @@ pub(crate) fn plan<'a>(
             };
             engine(req, BinKind::Arith, steps);
         }
-        op::TOUCH => engine(Request::touch(r.key, exptime(0)), BinKind::Touch, steps),
+        op::TOUCH => {
+            // memcached answers TOUCH like a GAT without the value (flags and CAS).
+            let req = Request {
+                exptime: exptime(0),
+                ..Request::new(Op::Gats, r.key)
+            };
+            engine(req, BinKind::Touch, steps);
+        }
         op::NOOP => steps.push(Step::Bin(BinStep::Status {
             opcode: op::NOOP,
             status: status::SUCCESS,
@@ -312,6 +319,10 @@ pub(crate) fn write(
                     out.extend_from_slice(&flags.to_be_bytes());
                     out.extend_from_slice(k);
                     out.extend_from_slice(value);
+                }
+                (BinKind::Touch, Response::Value { flags, cas, .. }) => {
+                    write_header(out, opcode, 0, 4, status::SUCCESS, 4, opaque, cas);
+                    out.extend_from_slice(&flags.to_be_bytes());
                 }
                 (BinKind::Get { with_key }, _) => {
                     if quiet {

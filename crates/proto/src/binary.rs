@@ -161,9 +161,10 @@ pub fn parse(buf: &[u8], max_value: usize) -> BinParsed<'_> {
         swallow,
         close,
     };
-    // Lengths that disagree: memcached answers "Invalid arguments" and closes.
+    // A malformed request is a protocol error: memcached 1.6 answers "Unknown command" and
+    // closes the connection (checked against a live 1.6.18 by tests/clients).
     if keylen + extlen > bodylen {
-        return error(status::EINVAL, HEADER_LEN, 0, true);
+        return error(status::UNKNOWN_COMMAND, HEADER_LEN, 0, true);
     }
     let Some((want_ext, need_key, value_ok)) = shape(opcode) else {
         return error(status::UNKNOWN_COMMAND, HEADER_LEN, bodylen, false);
@@ -176,7 +177,7 @@ pub fn parse(buf: &[u8], max_value: usize) -> BinParsed<'_> {
         && keylen <= crate::MAX_KEY_LEN
         && (opcode != op::FLUSH && opcode != op::FLUSHQ || extlen == 0 || extlen == 4);
     if !shape_ok {
-        return error(status::EINVAL, HEADER_LEN, 0, true);
+        return error(status::UNKNOWN_COMMAND, HEADER_LEN, 0, true);
     }
     if value_ok && vlen > max_value {
         // Refuse before buffering it; the body is read and dropped.
