@@ -1,92 +1,10 @@
-//! memcached's UDP framing: an 8-byte header before the text protocol.
-//!
-//! ```text
-//!  0..2 request id   2..4 sequence number   4..6 datagrams in message   6..8 reserved (0)
-//! ```
-//! Requests must fit one datagram; replies are split over as many as they need.
+//! UDP requests in the worker; the framing itself is `hkv_proto::udp`.
 
-/// Largest datagram payload, header included (memcached's UDP_MAX_PAYLOAD_SIZE).
-pub(crate) const MAX_DATAGRAM: usize = 1400;
-pub(crate) const HEADER: usize = 8;
+pub(crate) use hkv_proto::udp::{datagrams, frame, Frame};
 
 /// A request datagram, ready to be parsed.
 pub(crate) struct UdpRequest {
     pub peer: std::net::SocketAddr,
     pub id: u16,
     pub payload: Vec<u8>,
-}
-
-pub(crate) enum Frame {
-    Request {
-        id: u16,
-        payload_at: usize,
-    },
-    /// memcached answers this instead of reassembling.
-    MultiPacket {
-        id: u16,
-    },
-    Drop,
-}
-
-pub(crate) fn frame(d: &[u8]) -> Frame {
-    if d.len() < HEADER {
-        return Frame::Drop;
-    }
-    let id = u16::from_be_bytes([d[0], d[1]]);
-    let seq = u16::from_be_bytes([d[2], d[3]]);
-    let total = u16::from_be_bytes([d[4], d[5]]);
-    if seq != 0 || total != 1 {
-        return Frame::MultiPacket { id };
-    }
-    Frame::Request {
-        id,
-        payload_at: HEADER,
-    }
-}
-
-/// Splits a reply into datagrams, each with its header.
-pub(crate) fn datagrams(id: u16, reply: &[u8]) -> Vec<Vec<u8>> {
-    let per = MAX_DATAGRAM - HEADER;
-    let n = reply.len().div_ceil(per).max(1);
-    (0..n)
-        .map(|i| {
-            let chunk = &reply[(i * per).min(reply.len())..((i + 1) * per).min(reply.len())];
-            let mut d = Vec::with_capacity(HEADER + chunk.len());
-            d.extend_from_slice(&id.to_be_bytes());
-            d.extend_from_slice(&(i as u16).to_be_bytes());
-            d.extend_from_slice(&(n.min(u16::MAX as usize) as u16).to_be_bytes());
-            d.extend_from_slice(&[0, 0]);
-            d.extend_from_slice(chunk);
-            d
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn framing() {
-        assert!(matches!(
-            frame(b"\x00\x07\x00\x00\x00\x01\x00\x00get a\r\n"),
-            Frame::Request {
-                id: 7,
-                payload_at: 8
-            }
-        ));
-        assert!(matches!(
-            frame(b"\x00\x07\x00\x01\x00\x02\x00\x00get a\r\n"),
-            Frame::MultiPacket { id: 7 }
-        ));
-        assert!(matches!(frame(b"\x00\x07"), Frame::Drop));
-        let reply = vec![b'x'; 3000];
-        let d = datagrams(9, &reply);
-        assert_eq!(d.len(), 3);
-        assert!(d.iter().all(|x| x.len() <= MAX_DATAGRAM));
-        assert_eq!(&d[2][..8], &[0, 9, 0, 2, 0, 3, 0, 0]);
-        let joined: Vec<u8> = d.iter().flat_map(|x| x[8..].to_vec()).collect();
-        assert_eq!(joined, reply);
-        assert_eq!(datagrams(1, b"").len(), 1);
-    }
 }

@@ -4,6 +4,7 @@
 
 pub mod binary;
 pub mod text;
+pub mod udp;
 
 /// memcached's key length limit.
 pub const MAX_KEY_LEN: usize = 250;
