@@ -277,13 +277,13 @@ mod tests {
         assert_eq!(r.extra_u32(0), Some(1));
         // Bad magic: close without a word.
         assert_eq!(parse(b"\x81xxxxxxxxxxxxxxxxxxxxxxx", 100), BinParsed::Close);
-        // Key longer than the body: invalid, close.
+        // Key longer than the body: "Unknown command", close (as memcached).
         let mut bad = req(op::GET, &[], b"key", b"");
         bad[11] = 1;
         assert!(matches!(
             parse(&bad, 100),
             BinParsed::Error {
-                status: status::EINVAL,
+                status: status::UNKNOWN_COMMAND,
                 close: true,
                 ..
             }
