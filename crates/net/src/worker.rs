@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hkv_engine::{Op, Request, Responses, Scratch};
-use hkv_proto::text::{self, ArithOp, Command, MetaCmd, Parsed, StoreOp};
+use hkv_proto::text::{self, ArithOp, Command, Parsed, StoreOp};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
@@ -638,7 +638,6 @@ fn plan_command<'a>(
         }
         Command::Meta(m) => return crate::respond::plan_meta(m, buf, batch, steps),
     }
-    let _ = MetaCmd::Noop;
     false
 }
 
