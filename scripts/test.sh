@@ -26,6 +26,8 @@ need=()
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
 command -v memccapable >/dev/null 2>&1 || need+=(libmemcached-tools)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+# PoCL: the OpenCL backend is tested for real on the CPU.
+[ -e /etc/OpenCL/vendors/pocl.icd ] || need+=(pocl-opencl-icd ocl-icd-libopencl1)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "need Debian packages: ${need[*]} (run as root, or install them)" >&2
@@ -35,6 +37,8 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 cargo --version
+# PoCL shows no device without a writable kernel cache.
+export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$(mktemp -d)}
 
 step "format"
 cargo fmt --all -- --check

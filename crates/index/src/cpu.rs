@@ -135,13 +135,10 @@ impl CpuIndex {
         let mask = self.mask;
         let mut cur = (sig, loc);
         let mut bucket = start;
-        let mut last_slot = SLOTS;
         for _ in 0..MAX_DISPLACEMENTS {
-            let mut victim = self.next_random() as usize % SLOTS;
-            if victim == last_slot {
-                // Do not kick straight back out the entry that just moved in.
-                victim = (victim + 1) % SLOTS;
-            }
+            // Each step lands in a different bucket from the one the last entry moved into,
+            // so any victim is fine.
+            let victim = self.next_random() as usize % SLOTS;
             let t = self.buckets_mut();
             let slot = &mut t[bucket as usize];
             let evicted = (slot.sigs[victim], slot.locs[victim]);
@@ -158,10 +155,6 @@ impl CpuIndex {
                 next.locs[s] = cur.1;
                 self.stats.entries += 1;
                 return InsertOutcome::Inserted;
-            }
-            last_slot = SLOTS; // a different bucket now: any victim is fine
-            if let Some(s) = next.find(EMPTY_SIGNATURE) {
-                last_slot = s;
             }
         }
         self.stats.evictions += 1;

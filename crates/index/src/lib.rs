@@ -8,6 +8,7 @@
 pub mod bucket;
 pub mod cpu;
 pub mod hash;
+pub mod opencl;
 pub mod sizing;
 
 pub use bucket::{Bucket, SLOTS};
@@ -41,6 +42,8 @@ pub enum IndexError {
     Memory(#[from] hkv_mem::ArenaError),
     #[error("invalid index size: {0}")]
     Size(String),
+    #[error("OpenCL device: {0}")]
+    Device(String),
 }
 
 /// Counters every backend keeps.

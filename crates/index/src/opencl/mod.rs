@@ -1,0 +1,454 @@
+//! The OpenCL backend: the index table lives in a device buffer and batches run as kernels
+//! (`index.cl`), one work-item per query. The same kernels run on GPUs, coupled CPU-GPU
+//! chips, FPGAs and PoCL; the OpenCL library is loaded at run time, so hkv builds and runs
+//! without one and [`OclIndex::new`] simply reports that no device is there.
+
+use std::ptr;
+
+use opencl3::command_queue::CommandQueue;
+use opencl3::context::Context;
+use opencl3::device::{Device, CL_DEVICE_TYPE_ALL};
+use opencl3::kernel::{ExecuteKernel, Kernel};
+use opencl3::memory::{Buffer, CL_MEM_READ_ONLY, CL_MEM_READ_WRITE};
+use opencl3::program::Program;
+use opencl3::types::{cl_uint, CL_BLOCKING};
+
+use crate::hash::{
+    KeyHash, FMIX_C1, FMIX_C2, MAX_DISPLACEMENTS, PREFERRED_SLOT_BITS, SLOTS_PER_BUCKET,
+};
+use crate::{IndexBackend, IndexError, IndexStats, InsertOutcome, Location, NO_LOCATION};
+
+const SOURCE: &str = include_str!("index.cl");
+/// Fixed work-group size: PoCL recompiles a kernel for every new size.
+const GROUP: usize = 64;
+
+const OUT_INSERTED: u32 = 0;
+const OUT_REPLACED: u32 = 1;
+const OUT_FULL: u32 = 2;
+const OUT_EVICTED: u32 = 3;
+
+/// Build options that give the kernels the host's constants.
+pub fn build_options() -> String {
+    format!(
+        "-D SLOTS={SLOTS_PER_BUCKET} -D PREF_BITS={PREFERRED_SLOT_BITS}u -D MAX_DISPLACEMENTS={MAX_DISPLACEMENTS}u -D FMIX_C1={FMIX_C1:#x}u -D FMIX_C2={FMIX_C2:#x}u"
+    )
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> IndexError {
+    IndexError::Device(format!("{what}: {e}"))
+}
+
+/// An OpenCL device this process can use.
+#[derive(Clone, Debug)]
+pub struct DeviceInfo {
+    pub index: usize,
+    pub name: String,
+    pub platform: String,
+    pub is_gpu: bool,
+    /// The device shares host memory (PoCL, integrated GPUs): zero-copy buffers are possible.
+    pub host_unified_memory: bool,
+    pub max_alloc: u64,
+}
+
+/// ICD loaders and runtimes (PoCL among them) are not safe to initialise from several threads
+/// at once; discovery and setup go through this lock.
+static SETUP: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Every device of every platform, in a stable order; empty if there is no OpenCL runtime.
+pub fn devices() -> Vec<(DeviceInfo, Device)> {
+    let _guard = SETUP.lock().unwrap_or_else(|p| p.into_inner());
+    let Ok(platforms) = opencl3::platform::get_platforms() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in platforms {
+        let pname = p.name().unwrap_or_default();
+        for id in p.get_devices(CL_DEVICE_TYPE_ALL).unwrap_or_default() {
+            let d = Device::new(id);
+            let info = DeviceInfo {
+                index: out.len(),
+                name: d.name().unwrap_or_default(),
+                platform: pname.clone(),
+                is_gpu: d
+                    .dev_type()
+                    .map(|t| t & opencl3::device::CL_DEVICE_TYPE_GPU != 0)
+                    .unwrap_or(false),
+                host_unified_memory: d.host_unified_memory().unwrap_or(false),
+                max_alloc: d.max_mem_alloc_size().unwrap_or(0),
+            };
+            out.push((info, d));
+        }
+    }
+    out
+}
+
+pub struct OclIndex {
+    info: DeviceInfo,
+    queue: CommandQueue,
+    context: Context,
+    search: Kernel,
+    insert: Kernel,
+    displace: Kernel,
+    remove: Kernel,
+    table: Buffer<cl_uint>,
+    rng: Buffer<cl_uint>,
+    mask: u32,
+    stats: IndexStats,
+}
+
+impl std::fmt::Debug for OclIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OclIndex")
+            .field("device", &self.info.name)
+            .field("buckets", &(self.mask as u64 + 1))
+            .finish()
+    }
+}
+
+// SAFETY: OpenCL objects are thread-safe handles (the spec makes every API call except
+// clSetKernelArg thread-safe, and kernels are only used through `&mut self` or `&self` of one
+// owner at a time: the index is owned by one engine partition).
+unsafe impl Send for OclIndex {}
+
+impl OclIndex {
+    /// A table of `buckets` (a power of two) on device `which` (an index into [`devices`]);
+    /// `None` picks the first GPU, else the first device.
+    pub fn new(buckets: u32, which: Option<usize>) -> Result<OclIndex, IndexError> {
+        if !buckets.is_power_of_two() {
+            return Err(IndexError::Size(format!("{buckets} is not a power of two")));
+        }
+        let mut all = devices();
+        if all.is_empty() {
+            return Err(IndexError::Device("no OpenCL platform or device".into()));
+        }
+        let pick = match which {
+            Some(i) if i < all.len() => i,
+            Some(i) => return Err(IndexError::Device(format!("no OpenCL device {i}"))),
+            None => all.iter().position(|(i, _)| i.is_gpu).unwrap_or(0),
+        };
+        let (info, device) = all.swap_remove(pick);
+        let _guard = SETUP.lock().unwrap_or_else(|p| p.into_inner());
+        let words = buckets as usize * 2 * SLOTS_PER_BUCKET;
+        if (words * 4) as u64 > info.max_alloc {
+            return Err(IndexError::Size(format!(
+                "table of {} bytes exceeds the device's largest allocation ({})",
+                words * 4,
+                info.max_alloc
+            )));
+        }
+        let context = Context::from_device(&device).map_err(|e| err("context", e))?;
+        // SAFETY: a default in-order queue on a valid context and device.
+        let queue = unsafe { CommandQueue::create_with_properties(&context, device.id(), 0, 0) }
+            .map_err(|e| err("queue", e))?;
+        let program = Program::create_and_build_from_source(&context, SOURCE, &build_options())
+            .map_err(|e| err("build", e))?;
+        let kernel = |name: &str| Kernel::create(&program, name).map_err(|e| err(name, e));
+        let (search, insert, displace, remove) = (
+            kernel("search")?,
+            kernel("insert")?,
+            kernel("displace")?,
+            kernel("remove")?,
+        );
+        // Empty table: signatures 0, locations all ones.
+        let mut init = vec![0u32; words];
+        for b in init.chunks_mut(2 * SLOTS_PER_BUCKET) {
+            b[SLOTS_PER_BUCKET..].fill(NO_LOCATION);
+        }
+        // SAFETY: a fresh buffer of `words` u32s, no host pointer.
+        let mut table = unsafe {
+            Buffer::<cl_uint>::create(&context, CL_MEM_READ_WRITE, words, ptr::null_mut())
+        }
+        .map_err(|e| err("table", e))?;
+        // SAFETY: blocking write of exactly the buffer's length from a live slice.
+        unsafe { queue.enqueue_write_buffer(&mut table, CL_BLOCKING, 0, &init, &[]) }
+            .map_err(|e| err("table init", e))?;
+        // SAFETY: as above, one word.
+        let mut rng =
+            unsafe { Buffer::<cl_uint>::create(&context, CL_MEM_READ_WRITE, 1, ptr::null_mut()) }
+                .map_err(|e| err("rng", e))?;
+        // The CPU backend's xorshift seed, so both walk the same way from the same state.
+        // SAFETY: blocking write of one word.
+        unsafe { queue.enqueue_write_buffer(&mut rng, CL_BLOCKING, 0, &[0x9e37_79b9u32], &[]) }
+            .map_err(|e| err("rng init", e))?;
+        Ok(OclIndex {
+            info,
+            queue,
+            context,
+            search,
+            insert,
+            displace,
+            remove,
+            table,
+            rng,
+            mask: buckets - 1,
+            stats: IndexStats::default(),
+        })
+    }
+
+    pub fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn upload(&self, data: &[u32]) -> Result<Buffer<cl_uint>, IndexError> {
+        let n = data.len().max(1);
+        // SAFETY: a fresh buffer of n words; the blocking write copies from a live slice of at
+        // most n words.
+        unsafe {
+            let mut b =
+                Buffer::<cl_uint>::create(&self.context, CL_MEM_READ_ONLY, n, ptr::null_mut())
+                    .map_err(|e| err("buffer", e))?;
+            if !data.is_empty() {
+                self.queue
+                    .enqueue_write_buffer(&mut b, CL_BLOCKING, 0, data, &[])
+                    .map_err(|e| err("copy in", e))?;
+            }
+            Ok(b)
+        }
+    }
+
+    fn scratch(&self, n: usize) -> Result<Buffer<cl_uint>, IndexError> {
+        // SAFETY: a fresh device-only buffer.
+        unsafe {
+            Buffer::<cl_uint>::create(&self.context, CL_MEM_READ_WRITE, n.max(1), ptr::null_mut())
+        }
+        .map_err(|e| err("buffer", e))
+    }
+
+    fn download(&self, b: &Buffer<cl_uint>, out: &mut [u32]) -> Result<(), IndexError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: blocking read into a live slice no longer than the buffer.
+        unsafe { self.queue.enqueue_read_buffer(b, CL_BLOCKING, 0, out, &[]) }
+            .map_err(|e| err("copy out", e))?;
+        Ok(())
+    }
+
+    fn global(n: usize) -> usize {
+        n.div_ceil(GROUP).max(1) * GROUP
+    }
+
+    pub fn try_search(&self, hashes: &[KeyHash], out: &mut [Location]) -> Result<(), IndexError> {
+        let n = hashes.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let sigs: Vec<u32> = hashes.iter().map(|h| h.sig).collect();
+        let los: Vec<u32> = hashes.iter().map(|h| h.lo).collect();
+        let (bs, bl, bo) = (self.upload(&sigs)?, self.upload(&los)?, self.scratch(n)?);
+        let (nn, mask) = (n as cl_uint, self.mask);
+        // SAFETY: arguments match the kernel's signature in index.cl; every buffer holds at
+        // least n words and the kernel guards i < n.
+        let ev = unsafe {
+            ExecuteKernel::new(&self.search)
+                .set_arg(&self.table)
+                .set_arg(&bs)
+                .set_arg(&bl)
+                .set_arg(&bo)
+                .set_arg(&nn)
+                .set_arg(&mask)
+                .set_global_work_size(Self::global(n))
+                .set_local_work_size(GROUP)
+                .enqueue_nd_range(&self.queue)
+        }
+        .map_err(|e| err("search", e))?;
+        ev.wait().map_err(|e| err("search", e))?;
+        self.download(&bo, out)
+    }
+
+    /// Inserts in rounds: within a round no two entries share a signature (the kernel's
+    /// same-signature check must not race a claim of the same signature); entries that found
+    /// both buckets full go, in order, to the displacement kernel.
+    pub fn try_insert(
+        &mut self,
+        entries: &[(KeyHash, Location)],
+        out: &mut [InsertOutcome],
+    ) -> Result<(), IndexError> {
+        let mut todo: Vec<usize> = (0..entries.len()).collect();
+        while !todo.is_empty() {
+            let mut round = Vec::new();
+            let mut later = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for i in todo {
+                if seen.insert(entries[i].0.sig) {
+                    round.push(i);
+                } else {
+                    later.push(i);
+                }
+            }
+            self.insert_round(entries, &round, out)?;
+            todo = later;
+        }
+        Ok(())
+    }
+
+    fn insert_round(
+        &mut self,
+        entries: &[(KeyHash, Location)],
+        round: &[usize],
+        out: &mut [InsertOutcome],
+    ) -> Result<(), IndexError> {
+        let n = round.len();
+        let sigs: Vec<u32> = round.iter().map(|&i| entries[i].0.sig).collect();
+        let los: Vec<u32> = round.iter().map(|&i| entries[i].0.lo).collect();
+        let locs: Vec<u32> = round.iter().map(|&i| entries[i].1).collect();
+        let (bs, bl, bc) = (self.upload(&sigs)?, self.upload(&los)?, self.upload(&locs)?);
+        let (bk, bo) = (self.scratch(n)?, self.scratch(n)?);
+        let (nn, mask) = (n as cl_uint, self.mask);
+        // SAFETY: arguments match `insert` in index.cl; buffers hold n words; i < n guarded.
+        let ev = unsafe {
+            ExecuteKernel::new(&self.insert)
+                .set_arg(&self.table)
+                .set_arg(&bs)
+                .set_arg(&bl)
+                .set_arg(&bc)
+                .set_arg(&bk)
+                .set_arg(&bo)
+                .set_arg(&nn)
+                .set_arg(&mask)
+                .set_global_work_size(Self::global(n))
+                .set_local_work_size(GROUP)
+                .enqueue_nd_range(&self.queue)
+        }
+        .map_err(|e| err("insert", e))?;
+        ev.wait().map_err(|e| err("insert", e))?;
+        let mut kind = vec![0u32; n];
+        let mut old = vec![0u32; n];
+        self.download(&bk, &mut kind)?;
+        self.download(&bo, &mut old)?;
+        let full: Vec<u32> = (0..n as u32)
+            .filter(|&j| kind[j as usize] == OUT_FULL)
+            .collect();
+        if !full.is_empty() {
+            let bp = self.upload(&full)?;
+            let m = full.len() as cl_uint;
+            // SAFETY: arguments match `displace`; one work-item walks the pending list.
+            let ev = unsafe {
+                ExecuteKernel::new(&self.displace)
+                    .set_arg(&self.table)
+                    .set_arg(&bs)
+                    .set_arg(&bl)
+                    .set_arg(&bc)
+                    .set_arg(&bk)
+                    .set_arg(&bo)
+                    .set_arg(&bp)
+                    .set_arg(&m)
+                    .set_arg(&mask)
+                    .set_arg(&self.rng)
+                    .set_global_work_size(GROUP)
+                    .set_local_work_size(GROUP)
+                    .enqueue_nd_range(&self.queue)
+            }
+            .map_err(|e| err("displace", e))?;
+            ev.wait().map_err(|e| err("displace", e))?;
+            self.download(&bk, &mut kind)?;
+            self.download(&bo, &mut old)?;
+            self.stats.displacements += full.len() as u64;
+        }
+        for (j, &i) in round.iter().enumerate() {
+            out[i] = match kind[j] {
+                OUT_INSERTED => {
+                    self.stats.entries += 1;
+                    InsertOutcome::Inserted
+                }
+                OUT_REPLACED => InsertOutcome::Replaced(old[j]),
+                OUT_EVICTED => {
+                    self.stats.evictions += 1;
+                    InsertOutcome::Evicted(old[j])
+                }
+                k => return Err(IndexError::Device(format!("insert kernel answered {k}"))),
+            };
+        }
+        Ok(())
+    }
+
+    pub fn try_delete(
+        &mut self,
+        entries: &[(KeyHash, Location)],
+        out: &mut [bool],
+    ) -> Result<(), IndexError> {
+        let mut todo: Vec<usize> = (0..entries.len()).collect();
+        while !todo.is_empty() {
+            let mut round = Vec::new();
+            let mut later = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for i in todo {
+                if seen.insert(entries[i].0.sig) {
+                    round.push(i);
+                } else {
+                    later.push(i);
+                }
+            }
+            let n = round.len();
+            let sigs: Vec<u32> = round.iter().map(|&i| entries[i].0.sig).collect();
+            let los: Vec<u32> = round.iter().map(|&i| entries[i].0.lo).collect();
+            let locs: Vec<u32> = round.iter().map(|&i| entries[i].1).collect();
+            let (bs, bl, bc, bo) = (
+                self.upload(&sigs)?,
+                self.upload(&los)?,
+                self.upload(&locs)?,
+                self.scratch(n)?,
+            );
+            let (nn, mask) = (n as cl_uint, self.mask);
+            // SAFETY: arguments match `remove` in index.cl; buffers hold n words.
+            let ev = unsafe {
+                ExecuteKernel::new(&self.remove)
+                    .set_arg(&self.table)
+                    .set_arg(&bs)
+                    .set_arg(&bl)
+                    .set_arg(&bc)
+                    .set_arg(&bo)
+                    .set_arg(&nn)
+                    .set_arg(&mask)
+                    .set_global_work_size(Self::global(n))
+                    .set_local_work_size(GROUP)
+                    .enqueue_nd_range(&self.queue)
+            }
+            .map_err(|e| err("delete", e))?;
+            ev.wait().map_err(|e| err("delete", e))?;
+            let mut done = vec![0u32; n];
+            self.download(&bo, &mut done)?;
+            for (j, &i) in round.iter().enumerate() {
+                out[i] = done[j] != 0;
+                if out[i] {
+                    self.stats.entries -= 1;
+                }
+            }
+            todo = later;
+        }
+        Ok(())
+    }
+}
+
+impl IndexBackend for OclIndex {
+    fn search(&self, hashes: &[KeyHash], out: &mut [Location]) {
+        if let Err(e) = self.try_search(hashes, out) {
+            // The trait has no error path yet; the engine's fallback (issue 5) will use the
+            // try_ methods. Until then a failed search is a miss, never a wrong location.
+            out.fill(NO_LOCATION);
+            let _ = e;
+        }
+    }
+
+    fn insert(&mut self, entries: &[(KeyHash, Location)], out: &mut [InsertOutcome]) {
+        if self.try_insert(entries, out).is_err() {
+            for (o, (_, l)) in out.iter_mut().zip(entries) {
+                *o = InsertOutcome::Evicted(*l);
+            }
+        }
+    }
+
+    fn delete(&mut self, entries: &[(KeyHash, Location)], out: &mut [bool]) {
+        if self.try_delete(entries, out).is_err() {
+            out.fill(false);
+        }
+    }
+
+    fn stats(&self) -> IndexStats {
+        self.stats
+    }
+
+    fn table_bytes(&self) -> usize {
+        (self.mask as usize + 1) * 64
+    }
+}

@@ -1,0 +1,159 @@
+//! The OpenCL backend against the CPU backend, on whatever OpenCL device is here (PoCL in
+//! CI). Without a device these tests say so and pass, unless HKV_REQUIRE_OPENCL=1 (CI sets
+//! it), in which case a missing or broken OpenCL runtime fails them.
+
+use std::collections::HashMap;
+
+use hkv_index::opencl::{devices, OclIndex};
+use hkv_index::{hash_key, CpuIndex, IndexBackend, InsertOutcome, KeyHash, NO_LOCATION};
+use hkv_mem::Arena;
+
+fn setup_env() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os("POCL_CACHE_DIR").is_none() {
+            // PoCL shows no device without a writable kernel cache.
+            let dir = std::env::temp_dir().join("hkv-pocl-cache");
+            let _ = std::fs::create_dir_all(&dir);
+            std::env::set_var("POCL_CACHE_DIR", dir);
+        }
+    });
+}
+
+fn ocl(buckets: u32) -> Option<OclIndex> {
+    setup_env();
+    match OclIndex::new(buckets, None) {
+        Ok(ix) => Some(ix),
+        Err(e) if std::env::var("HKV_REQUIRE_OPENCL").as_deref() == Ok("1") => {
+            panic!("HKV_REQUIRE_OPENCL=1 but no usable OpenCL device: {e}")
+        }
+        Err(e) => {
+            eprintln!("no OpenCL device ({e}); the OpenCL comparison did not run");
+            None
+        }
+    }
+}
+
+fn keys(n: u32, salt: u32) -> Vec<KeyHash> {
+    (0..n)
+        .map(|i| hash_key(format!("{salt}:{i}").as_bytes()))
+        .collect()
+}
+
+#[test]
+fn search_insert_delete_match_the_cpu_backend() {
+    let Some(mut dev) = ocl(1 << 12) else { return };
+    let arena = Arena::new(4 << 20).unwrap();
+    let mut cpu = CpuIndex::new(&arena, 1 << 12).unwrap();
+    let ks = keys(6000, 1);
+    // A table big enough (4096 x 8 slots) that no insert needs a displacement, so both
+    // backends must agree on every result.
+    for round in 0..6 {
+        let batch: Vec<(KeyHash, u32)> = ks
+            .iter()
+            .enumerate()
+            .skip(round * 500)
+            .take(1000)
+            .map(|(i, k)| (*k, (i + round * 7) as u32))
+            .collect();
+        let mut a = vec![InsertOutcome::Inserted; batch.len()];
+        let mut b = a.clone();
+        cpu.insert(&batch, &mut a);
+        dev.insert(&batch, &mut b);
+        assert_eq!(a, b, "insert outcomes, round {round}");
+        let dels: Vec<(KeyHash, u32)> = batch.iter().step_by(3).copied().collect();
+        let (mut da, mut db) = (vec![false; dels.len()], vec![false; dels.len()]);
+        cpu.delete(&dels, &mut da);
+        dev.delete(&dels, &mut db);
+        assert_eq!(da, db, "delete results, round {round}");
+        let (mut sa, mut sb) = (vec![0; ks.len()], vec![0; ks.len()]);
+        cpu.search(&ks, &mut sa);
+        dev.search(&ks, &mut sb);
+        assert_eq!(sa, sb, "search results, round {round}");
+    }
+    assert_eq!(cpu.stats().entries, dev.stats().entries);
+    assert_eq!(dev.stats().displacements, 0);
+}
+
+#[test]
+fn tiny_tables_displace_and_never_lose_an_entry_silently() {
+    for buckets in [16u32, 32, 64, 128] {
+        let Some(mut dev) = ocl(buckets) else { return };
+        let ks = keys(buckets * 8 * 2, buckets);
+        let mut model: HashMap<u32, usize> = HashMap::new(); // location -> key index
+        for (chunk_no, chunk) in ks.chunks(37).enumerate() {
+            let base = chunk_no * 37;
+            let batch: Vec<(KeyHash, u32)> = chunk
+                .iter()
+                .enumerate()
+                .map(|(j, k)| (*k, (base + j) as u32))
+                .collect();
+            let mut out = vec![InsertOutcome::Inserted; batch.len()];
+            dev.insert(&batch, &mut out);
+            // A batch is applied as a whole: an entry's displacement may drop another entry
+            // of the same batch, so all of them are in the model first.
+            for j in 0..batch.len() {
+                model.insert((base + j) as u32, base + j);
+            }
+            for (j, o) in out.iter().enumerate() {
+                match *o {
+                    InsertOutcome::Inserted => {}
+                    InsertOutcome::Replaced(old) | InsertOutcome::Evicted(old) => {
+                        assert!(model.remove(&old).is_some(), "dropped a location nobody had: {o:?} for entry {} in chunk {chunk_no}, buckets {buckets}", base + j);
+                    }
+                }
+            }
+        }
+        assert!(
+            dev.stats().displacements > 0,
+            "{buckets} buckets: no displacement happened"
+        );
+        assert!(dev.stats().evictions > 0);
+        let mut found = vec![0; ks.len()];
+        dev.search(&ks, &mut found);
+        for (loc, &i) in &model {
+            assert_eq!(
+                found[i], *loc,
+                "{buckets} buckets: key {i} lost without an eviction"
+            );
+        }
+        let present = found.iter().filter(|&&l| l != NO_LOCATION).count();
+        assert_eq!(present, model.len());
+        assert_eq!(dev.stats().entries as usize, model.len());
+    }
+}
+
+#[test]
+fn kernels_are_built_from_the_hosts_constants() {
+    let opts = hkv_index::opencl::build_options();
+    assert!(opts.contains("-D SLOTS=8"));
+    assert!(opts.contains(&format!("-D FMIX_C1={:#x}u", hkv_index::hash::FMIX_C1)));
+}
+
+/// With OCL_ICD_VENDORS pointing at an empty directory there is no platform: the backend
+/// reports that cleanly (the engine then uses the CPU backend). Runs in a child process so
+/// the ICD loader reads the variable fresh.
+#[test]
+fn no_platform_is_reported_not_crashed() {
+    if std::env::var_os("HKV_OPENCL_CHILD").is_some() {
+        assert!(
+            devices().is_empty(),
+            "devices found with an empty vendor directory"
+        );
+        assert!(OclIndex::new(16, None).is_err());
+        return;
+    }
+    let empty = std::env::temp_dir().join(format!("hkv-no-icd-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "no_platform_is_reported_not_crashed",
+            "--nocapture",
+        ])
+        .env("HKV_OPENCL_CHILD", "1")
+        .env("OCL_ICD_VENDORS", &empty)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
