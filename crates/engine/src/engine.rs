@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use hkv_index::opencl::OclIndex;
 use hkv_index::{hash_key, CpuIndex, IndexError, IndexSizing, KeyHash};
 use hkv_mem::{Arena, ArenaError};
 use hkv_store::{SlabStore, StoreConfig, StoreStats};
@@ -22,6 +23,20 @@ pub struct EngineConfig {
     pub expected_item_bytes: usize,
     /// Overrides the sizing from the budget (tests use tiny tables).
     pub buckets_per_partition: Option<u32>,
+    /// Where index work runs.
+    pub backend: Backend,
+}
+
+/// `--engine`: where the index lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    #[default]
+    Cpu,
+    /// An OpenCL device (`Some(i)`: the i-th of `hkv_index::opencl::devices()`, else the
+    /// first GPU, else the first device). Starting fails if there is none.
+    OpenCl(Option<usize>),
+    /// A GPU if one is found, else the CPU.
+    Auto,
 }
 
 impl Default for EngineConfig {
@@ -33,6 +48,7 @@ impl Default for EngineConfig {
             growth_factor: 1.25,
             expected_item_bytes: 96,
             buckets_per_partition: None,
+            backend: Backend::Cpu,
         }
     }
 }
@@ -93,7 +109,26 @@ impl Engine {
                     cas_step: config.partitions as u64,
                 },
             );
-            partitions.push(Partition::new(index, store));
+            let device = match config.backend {
+                Backend::Cpu => None,
+                Backend::OpenCl(which) => Some(OclIndex::new(sizing.buckets_per_partition, which)?),
+                Backend::Auto => {
+                    let gpu = hkv_index::opencl::devices()
+                        .iter()
+                        .position(|(info, _)| info.is_gpu);
+                    match gpu {
+                        Some(i) => match OclIndex::new(sizing.buckets_per_partition, Some(i)) {
+                            Ok(d) => Some(d),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "GPU found but unusable; using the CPU backend");
+                                None
+                            }
+                        },
+                        None => None,
+                    }
+                }
+            };
+            partitions.push(Partition::new(index, device, store));
         }
         Ok(Engine {
             arena,

@@ -8,12 +8,13 @@
 //! [`Engine::into_partitions`].
 
 mod engine;
+mod index;
 mod partition;
 mod request;
 mod shared;
 mod stats;
 
-pub use engine::{Engine, EngineConfig, EngineError};
+pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use partition::Partition;
 pub use request::{Op, Request, Response, Responses};
 pub use shared::{ClassStats, Scratch, SharedEngine};

@@ -1,8 +1,10 @@
 //! One hash partition: an index table and a slab store, driven by one thread.
 
-use hkv_index::{hash_key, CpuIndex, IndexBackend, InsertOutcome, KeyHash, Location, NO_LOCATION};
+use hkv_index::opencl::OclIndex;
+use hkv_index::{hash_key, CpuIndex, InsertOutcome, KeyHash, Location, NO_LOCATION};
 use hkv_store::{expiry_from_exptime, Expiry, SlabStore, StoreError, StoreStats};
 
+use crate::index::Index;
 use crate::request::{Op, Request, Response, Responses};
 use crate::stats::EngineStats;
 
@@ -17,7 +19,9 @@ const SWEEP_SLOTS_PER_SECOND: u32 = 8192;
 const SWEEP_MAX_SECONDS: u32 = 8;
 
 pub struct Partition {
-    index: CpuIndex,
+    index: Index,
+    /// Locations an index rebuild could not place (signature collisions), to free.
+    dropped: Vec<Location>,
     store: SlabStore,
     stats: EngineStats,
     last_sweep: u32,
@@ -36,22 +40,17 @@ pub struct Partition {
 impl std::fmt::Debug for Partition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Partition")
-            .field("index", &self.index)
+            .field("index", &self.index.backend_name())
             .field("store", &self.store)
             .finish()
     }
 }
 
-/// Removes an item's index entry and frees its chunk.
-fn unlink(index: &mut CpuIndex, store: &mut SlabStore, h: &KeyHash, loc: Location) {
-    index.delete_one(h, loc);
-    store.free(loc);
-}
-
 impl Partition {
-    pub(crate) fn new(index: CpuIndex, store: SlabStore) -> Partition {
+    pub(crate) fn new(index: CpuIndex, device: Option<OclIndex>, store: SlabStore) -> Partition {
         Partition {
-            index,
+            index: Index::new(index, device),
+            dropped: Vec::new(),
             store,
             stats: EngineStats::default(),
             last_sweep: 0,
@@ -80,7 +79,7 @@ impl Partition {
     }
 
     fn flush_now(&mut self) {
-        self.index.clear();
+        self.index.clear(&self.store);
         self.store.clear();
         self.flush_at = None;
         self.stats.flushes += 1;
@@ -90,8 +89,36 @@ impl Partition {
         self.store.stats()
     }
 
+    /// The CPU table (used directly by the benchmark; stale while a device holds the index).
     pub fn index(&self) -> &CpuIndex {
-        &self.index
+        self.index.cpu()
+    }
+
+    /// "cpu" or "opencl:<device>".
+    pub fn backend_name(&self) -> String {
+        self.index.backend_name()
+    }
+
+    /// Times the device failed and the CPU backend took over.
+    pub fn fallbacks(&self) -> u64 {
+        self.index.fallbacks
+    }
+
+    /// Removes an item's index entry and frees its chunk.
+    fn unlink(&mut self, h: &KeyHash, loc: Location) {
+        self.index
+            .delete_one(&self.store, h, loc, &mut self.dropped);
+        self.store.free(loc);
+        self.free_dropped();
+    }
+
+    /// Frees items an index rebuild had to drop, counting them as evictions.
+    fn free_dropped(&mut self) {
+        for loc in std::mem::take(&mut self.dropped) {
+            if self.store.free(loc) {
+                self.stats.collision_evictions += 1;
+            }
+        }
     }
 
     pub fn store(&self) -> &SlabStore {
@@ -182,7 +209,13 @@ impl Partition {
             .extend(self.group.iter().map(|&i| hashes[i as usize]));
         self.group_locs.clear();
         self.group_locs.resize(self.group.len(), NO_LOCATION);
-        self.index.search(&self.group_hashes, &mut self.group_locs);
+        self.index.search(
+            &self.store,
+            &self.group_hashes,
+            &mut self.group_locs,
+            &mut self.dropped,
+        );
+        self.free_dropped();
         // KC + RD, in arrival order, with the items of later queries already loading.
         for &loc in self.group_locs.iter().take(ITEM_PREFETCH_DISTANCE) {
             self.store.prefetch(loc);
@@ -230,7 +263,7 @@ impl Partition {
             }
         }
         if expired {
-            unlink(&mut self.index, &mut self.store, h, loc);
+            self.unlink(h, loc);
             self.stats.expired_on_access += 1;
         }
         self.stats.get_misses += 1;
@@ -240,14 +273,15 @@ impl Partition {
     /// The live item for `key`: found in the index, key verified, not expired (an expired one
     /// is removed on the spot).
     fn find_live(&mut self, key: &[u8], h: &KeyHash, now: u32) -> Option<Location> {
-        let loc = self.index.search_one(h);
+        let loc = self.index.search_one(&self.store, h, &mut self.dropped);
+        self.free_dropped();
         let item = self.store.get(loc)?;
         if item.key() != key {
             self.stats.key_mismatches += 1;
             return None;
         }
         if item.is_expired(now) {
-            unlink(&mut self.index, &mut self.store, h, loc);
+            self.unlink(h, loc);
             self.stats.expired_on_access += 1;
             return None;
         }
@@ -330,7 +364,7 @@ impl Partition {
                     Response::Exists
                 }
                 Some(loc) => {
-                    unlink(&mut self.index, &mut self.store, h, loc);
+                    self.unlink(h, loc);
                     self.stats.delete_hits += 1;
                     Response::Deleted
                 }
@@ -457,7 +491,7 @@ impl Partition {
             Expiry::AlreadyExpired => {
                 // memcached stores it and it is never seen again: the old value is gone too.
                 if let Some(old) = cur {
-                    unlink(&mut self.index, &mut self.store, h, old);
+                    self.unlink(h, old);
                 }
                 Response::Stored
             }
@@ -480,7 +514,6 @@ impl Partition {
         let Partition {
             index,
             store,
-            stats,
             value_buf,
             ..
         } = self;
@@ -494,16 +527,21 @@ impl Partition {
         let mut cur_reclaimed = false;
         let stored = store.store(key, &[a, b], flags, raw_expiry, now, |k, l, _why| {
             // MM took back a live item: its index entry goes before the chunk is reused.
-            index.delete_one(&hash_key(k), l);
+            index.delete_in_reclaim(&hash_key(k), l);
             cur_reclaimed |= Some(l) == cur;
         });
+        // A device that failed inside that callback is replaced by a CPU table rebuilt from
+        // the store now (the new item included, the reclaimed ones not).
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
         let (loc, cas) = match stored {
             Ok(v) => v,
             Err(e) => {
                 // memcached unlinks the old item when it cannot store the new one, so a
                 // failed SET never leaves stale data behind.
                 if let Some(old) = cur.filter(|_| !cur_reclaimed) {
-                    unlink(index, store, h, old);
+                    self.unlink(h, old);
                 }
                 return match e {
                     StoreError::TooLarge => Response::TooLarge,
@@ -512,19 +550,25 @@ impl Partition {
                 };
             }
         };
-        match index.insert_one(h, loc) {
+        let outcome = self
+            .index
+            .insert_one(&self.store, h, loc, &mut self.dropped);
+        self.free_dropped();
+        match outcome {
             InsertOutcome::Inserted => {}
+            // A rebuild already indexed the new item.
+            InsertOutcome::Replaced(prev) if prev == loc => {}
             InsertOutcome::Replaced(prev) => {
                 if Some(prev) != cur {
                     // Another key with the same signature in the same bucket pair: the index
                     // holds one of them, so the older one is evicted (and counted).
-                    stats.collision_evictions += 1;
+                    self.stats.collision_evictions += 1;
                 }
-                store.free(prev);
+                self.store.free(prev);
             }
             InsertOutcome::Evicted(victim) => {
-                stats.index_evictions += 1;
-                store.free(victim);
+                self.stats.index_evictions += 1;
+                self.store.free(victim);
             }
         }
         self.last_cas = cas;
@@ -549,9 +593,12 @@ impl Partition {
             ..
         } = self;
         let freed = store.sweep_expired(now, seconds * SWEEP_SLOTS_PER_SECOND, |k, l, _| {
-            index.delete_one(&hash_key(k), l);
+            index.delete_in_reclaim(&hash_key(k), l);
         });
         stats.expired_swept += freed as u64;
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
     }
 
     /// All evictions: CLOCK in the store, the index's displacement bound, and signature

@@ -141,6 +141,20 @@ impl SharedEngine {
             .sum()
     }
 
+    /// Each partition's index backend ("cpu" or "opencl:<device>").
+    pub fn backends(&self) -> Vec<String> {
+        (0..self.partitions.len())
+            .map(|p| self.lock(p).backend_name())
+            .collect()
+    }
+
+    /// Device failures survived by falling back to the CPU backend.
+    pub fn fallbacks(&self) -> u64 {
+        (0..self.partitions.len())
+            .map(|p| self.lock(p).fallbacks())
+            .sum()
+    }
+
     pub fn class_stats(&self) -> Vec<ClassStats> {
         let mut out: Vec<ClassStats> = Vec::new();
         for p in 0..self.partitions.len() {

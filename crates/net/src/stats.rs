@@ -159,7 +159,9 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
             let e = shared.engine.stats();
             let batches = s.batches.load(Ordering::Relaxed);
             let reqs = s.batched_requests.load(Ordering::Relaxed);
-            stat(out, "engine", "cpu");
+            let backends = shared.engine.backends();
+            stat(out, "engine", &backends[0]);
+            stat(out, "engine_fallbacks", shared.engine.fallbacks());
             stat(out, "partitions", shared.engine.partitions());
             stat(out, "batches", batches);
             stat(out, "batched_requests", reqs);

@@ -42,6 +42,13 @@ pub struct Cli {
     /// More logging (-v, -vv, -vvv).
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Where index work runs: cpu, opencl (fails if no OpenCL device), or auto (a GPU if
+    /// one is found, else cpu).
+    #[arg(long, value_parser = ["cpu", "opencl", "auto"])]
+    pub engine: Option<String>,
+    /// OpenCL device number (in the order the platforms list them) for --engine opencl.
+    #[arg(long)]
+    pub opencl_device: Option<usize>,
     /// A TOML file with the same settings (flags given on the command line win).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -65,6 +72,9 @@ pub struct Settings {
     pub growth_factor: f64,
     pub enable_shutdown: bool,
     pub verbose: u8,
+    /// cpu, opencl or auto.
+    pub engine: String,
+    pub opencl_device: Option<usize>,
 }
 
 impl Default for Settings {
@@ -80,6 +90,8 @@ impl Default for Settings {
             growth_factor: 1.25,
             enable_shutdown: false,
             verbose: 0,
+            engine: "cpu".into(),
+            opencl_device: None,
         }
     }
 }
@@ -134,6 +146,16 @@ impl Settings {
             s.growth_factor = v;
         }
         s.enable_shutdown |= cli.enable_shutdown;
+        if let Some(e) = &cli.engine {
+            s.engine = e.clone();
+        }
+        if cli.opencl_device.is_some() {
+            s.opencl_device = cli.opencl_device;
+        }
+        anyhow::ensure!(
+            ["cpu", "opencl", "auto"].contains(&s.engine.as_str()),
+            "engine must be cpu, opencl or auto"
+        );
         s.verbose = s.verbose.max(cli.verbose);
         anyhow::ensure!(
             s.threads >= 1 && s.threads <= 256,
@@ -149,6 +171,14 @@ impl Settings {
             "connection limit must be at least 1"
         );
         Ok(s)
+    }
+
+    pub fn backend(&self) -> hkv_engine::Backend {
+        match self.engine.as_str() {
+            "opencl" => hkv_engine::Backend::OpenCl(self.opencl_device),
+            "auto" => hkv_engine::Backend::Auto,
+            _ => hkv_engine::Backend::Cpu,
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {

@@ -37,8 +37,10 @@ fn main() -> anyhow::Result<()> {
         partitions: settings.threads as u32,
         page_size,
         growth_factor: settings.growth_factor,
+        backend: settings.backend(),
         ..EngineConfig::default()
     })?;
+    tracing::info!(backends = ?engine.backends(), "engine ready");
     let server = Server::start(
         engine,
         NetConfig {

@@ -475,6 +475,18 @@ impl SlabStore {
         freed
     }
 
+    /// Every live item's key and location (expired ones included), for rebuilding an index.
+    pub fn for_each_live(&self, mut f: impl FnMut(&[u8], Location)) {
+        for (c, class) in self.classes.iter().enumerate() {
+            for slot in 0..class.bump {
+                let chunk = class.chunk(slot);
+                if chunk[OFF_STATUS] == IN_USE {
+                    f(Item::new(chunk).key(), encode(c, slot));
+                }
+            }
+        }
+    }
+
     /// Frees every item (`flush_all`). Pages stay with their classes.
     pub fn clear(&mut self) {
         for class in &mut self.classes {

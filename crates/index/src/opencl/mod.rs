@@ -94,6 +94,10 @@ pub struct OclIndex {
     rng: Buffer<cl_uint>,
     mask: u32,
     stats: IndexStats,
+    /// Kernel launches so far, and the launch after which every call fails
+    /// (`HKV_OPENCL_FAIL_AFTER`, for proving the engine's fallback).
+    launches: std::sync::atomic::AtomicU64,
+    fail_after: Option<u64>,
 }
 
 impl std::fmt::Debug for OclIndex {
@@ -182,7 +186,42 @@ impl OclIndex {
             rng,
             mask: buckets - 1,
             stats: IndexStats::default(),
+            launches: std::sync::atomic::AtomicU64::new(0),
+            fail_after: std::env::var("HKV_OPENCL_FAIL_AFTER")
+                .ok()
+                .and_then(|v| v.parse().ok()),
         })
+    }
+
+    /// Counts a launch; fails once the injected failure point is passed.
+    fn launch(&self) -> Result<(), IndexError> {
+        let n = self
+            .launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        match self.fail_after {
+            Some(limit) if n >= limit => Err(IndexError::Device(format!(
+                "injected failure after {limit} kernel launches"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Empties the table (`flush_all`).
+    pub fn clear(&mut self) -> Result<(), IndexError> {
+        self.launch()?;
+        let words = (self.mask as usize + 1) * 2 * SLOTS_PER_BUCKET;
+        let mut init = vec![0u32; words];
+        for b in init.chunks_mut(2 * SLOTS_PER_BUCKET) {
+            b[SLOTS_PER_BUCKET..].fill(NO_LOCATION);
+        }
+        // SAFETY: blocking write of exactly the table's length from a live slice.
+        unsafe {
+            self.queue
+                .enqueue_write_buffer(&mut self.table, CL_BLOCKING, 0, &init, &[])
+        }
+        .map_err(|e| err("clear", e))?;
+        self.stats.entries = 0;
+        Ok(())
     }
 
     pub fn device(&self) -> &DeviceInfo {
@@ -233,6 +272,7 @@ impl OclIndex {
         if n == 0 {
             return Ok(());
         }
+        self.launch()?;
         let sigs: Vec<u32> = hashes.iter().map(|h| h.sig).collect();
         let los: Vec<u32> = hashes.iter().map(|h| h.lo).collect();
         let (bs, bl, bo) = (self.upload(&sigs)?, self.upload(&los)?, self.scratch(n)?);
@@ -289,6 +329,7 @@ impl OclIndex {
         out: &mut [InsertOutcome],
     ) -> Result<(), IndexError> {
         let n = round.len();
+        self.launch()?;
         let sigs: Vec<u32> = round.iter().map(|&i| entries[i].0.sig).collect();
         let los: Vec<u32> = round.iter().map(|&i| entries[i].0.lo).collect();
         let locs: Vec<u32> = round.iter().map(|&i| entries[i].1).collect();
@@ -380,6 +421,7 @@ impl OclIndex {
                 }
             }
             let n = round.len();
+            self.launch()?;
             let sigs: Vec<u32> = round.iter().map(|&i| entries[i].0.sig).collect();
             let los: Vec<u32> = round.iter().map(|&i| entries[i].0.lo).collect();
             let locs: Vec<u32> = round.iter().map(|&i| entries[i].1).collect();

@@ -1,0 +1,173 @@
+//! A partition's index: the CPU table, or a device table with the CPU one held in reserve.
+//!
+//! If any device call fails (kernel, copy, context), the device is dropped for good and the
+//! CPU table is rebuilt from the items in host memory (`SlabStore::for_each_live`), then the
+//! operation is done on the CPU. No stored item is lost because the device went away.
+
+use hkv_index::opencl::OclIndex;
+use hkv_index::{hash_key, CpuIndex, IndexBackend, IndexError, InsertOutcome, KeyHash, Location};
+use hkv_store::SlabStore;
+
+pub(crate) struct Index {
+    cpu: CpuIndex,
+    device: Option<OclIndex>,
+    /// A device call failed where the store could not be reached (inside a reclaim
+    /// callback); rebuild before anything else touches the index.
+    pending_rebuild: bool,
+    pub fallbacks: u64,
+    pub last_error: Option<String>,
+}
+
+impl Index {
+    pub fn new(cpu: CpuIndex, device: Option<OclIndex>) -> Index {
+        Index {
+            cpu,
+            device,
+            pending_rebuild: false,
+            fallbacks: 0,
+            last_error: None,
+        }
+    }
+
+    pub fn cpu(&self) -> &CpuIndex {
+        &self.cpu
+    }
+
+    /// "cpu", or "opencl:<device>".
+    pub fn backend_name(&self) -> String {
+        match &self.device {
+            Some(d) => format!("opencl:{}", d.device().name),
+            None => "cpu".into(),
+        }
+    }
+
+    fn fail(&mut self, e: IndexError) {
+        tracing::error!(error = %e, "index device failed; falling back to the CPU backend");
+        self.device = None;
+        self.fallbacks += 1;
+        self.last_error = Some(e.to_string());
+    }
+
+    /// Drops the device and rebuilds the CPU table from every item in `store`. Items whose
+    /// index slot is taken by a signature collision are returned to the caller to free.
+    fn rebuild(&mut self, store: &SlabStore) -> Vec<Location> {
+        self.pending_rebuild = false;
+        self.cpu.clear();
+        let mut dropped = Vec::new();
+        store.for_each_live(|key, loc| match self.cpu.insert_one(&hash_key(key), loc) {
+            InsertOutcome::Inserted => {}
+            InsertOutcome::Replaced(old) | InsertOutcome::Evicted(old) => dropped.push(old),
+        });
+        dropped
+    }
+
+    /// Rebuilds if a failure is pending; returns locations the rebuild had to drop.
+    pub fn settle(&mut self, store: &SlabStore) -> Vec<Location> {
+        if self.pending_rebuild {
+            self.rebuild(store)
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn on_error(&mut self, e: IndexError, store: &SlabStore) -> Vec<Location> {
+        self.fail(e);
+        self.rebuild(store)
+    }
+
+    pub fn search(
+        &mut self,
+        store: &SlabStore,
+        hashes: &[KeyHash],
+        out: &mut [Location],
+        dropped: &mut Vec<Location>,
+    ) {
+        if let Some(d) = &self.device {
+            match d.try_search(hashes, out) {
+                Ok(()) => return,
+                Err(e) => dropped.extend(self.on_error(e, store)),
+            }
+        }
+        self.cpu.search(hashes, out);
+    }
+
+    pub fn search_one(
+        &mut self,
+        store: &SlabStore,
+        h: &KeyHash,
+        dropped: &mut Vec<Location>,
+    ) -> Location {
+        let mut out = [hkv_index::NO_LOCATION];
+        if let Some(d) = &self.device {
+            match d.try_search(std::slice::from_ref(h), &mut out) {
+                Ok(()) => return out[0],
+                Err(e) => dropped.extend(self.on_error(e, store)),
+            }
+        }
+        self.cpu.search_one(h)
+    }
+
+    pub fn insert_one(
+        &mut self,
+        store: &SlabStore,
+        h: &KeyHash,
+        loc: Location,
+        dropped: &mut Vec<Location>,
+    ) -> InsertOutcome {
+        if let Some(d) = &mut self.device {
+            let mut out = [InsertOutcome::Inserted];
+            match d.try_insert(&[(*h, loc)], &mut out) {
+                Ok(()) => return out[0],
+                Err(e) => dropped.extend(self.on_error(e, store)),
+            }
+        }
+        self.cpu.insert_one(h, loc)
+    }
+
+    pub fn delete_one(
+        &mut self,
+        store: &SlabStore,
+        h: &KeyHash,
+        loc: Location,
+        dropped: &mut Vec<Location>,
+    ) -> bool {
+        if let Some(d) = &mut self.device {
+            let mut out = [false];
+            match d.try_delete(&[(*h, loc)], &mut out) {
+                Ok(()) => return out[0],
+                Err(e) => dropped.extend(self.on_error(e, store)),
+            }
+        }
+        self.cpu.delete_one(h, loc)
+    }
+
+    /// A delete from inside the store's reclaim callback, where the store cannot be read: a
+    /// device failure only marks the rebuild, done by [`Index::settle`] right after.
+    pub fn delete_in_reclaim(&mut self, h: &KeyHash, loc: Location) {
+        if self.pending_rebuild {
+            return;
+        }
+        if let Some(d) = &mut self.device {
+            let mut out = [false];
+            match d.try_delete(&[(*h, loc)], &mut out) {
+                Ok(()) => return,
+                Err(e) => {
+                    self.fail(e);
+                    self.pending_rebuild = true;
+                    return;
+                }
+            }
+        }
+        self.cpu.delete_one(h, loc);
+    }
+
+    pub fn clear(&mut self, store: &SlabStore) {
+        if let Some(d) = &mut self.device {
+            if let Err(e) = d.clear() {
+                self.fail(e);
+            }
+        }
+        self.cpu.clear();
+        let _ = store;
+    }
+}
