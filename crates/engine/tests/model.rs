@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use hkv_engine::{Engine, EngineConfig, Op, Request, Response, Responses};
+use hkv_engine::{Backend, Engine, EngineConfig, Op, Request, Response, Responses};
 use proptest::prelude::*;
 
 const START: u32 = 1_700_000_000;
@@ -119,6 +119,12 @@ fn value_bytes(seq: u64, len: u16) -> Vec<u8> {
     v
 }
 
+type Batches = Vec<(Vec<M>, u32)>;
+
+fn batches() -> impl Strategy<Value = Batches> {
+    proptest::collection::vec((proptest::collection::vec(op(120), 1..40), 0u32..3), 1..40)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
     #[test]
@@ -127,17 +133,64 @@ proptest! {
         buckets_log in 0u32..5,
         memory_kib in 48usize..200,
         keys in 4u8..120,
-        batches in proptest::collection::vec(
-            (proptest::collection::vec(op(120), 1..40), 0u32..3), 1..40),
+        batches in batches(),
     ) {
+        run_model(Backend::Cpu, partitions, buckets_log, memory_kib, keys, batches)?;
+    }
+}
+
+/// The OpenCL backend must satisfy the same model (PoCL in CI; skipped without a device
+/// unless HKV_REQUIRE_OPENCL=1).
+#[test]
+fn engine_on_opencl_agrees_with_a_map() {
+    if std::env::var_os("POCL_CACHE_DIR").is_none() {
+        let dir = std::env::temp_dir().join("hkv-pocl-cache");
+        let _ = std::fs::create_dir_all(&dir);
+        std::env::set_var("POCL_CACHE_DIR", dir);
+    }
+    if hkv_index::opencl::devices().is_empty() {
+        assert_ne!(
+            std::env::var("HKV_REQUIRE_OPENCL").as_deref(),
+            Ok("1"),
+            "HKV_REQUIRE_OPENCL=1 but no OpenCL device"
+        );
+        eprintln!("no OpenCL device: the OpenCL model test did not run");
+        return;
+    }
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 12,
+        ..ProptestConfig::default()
+    });
+    runner
+        .run(
+            &(1u32..=2, 0u32..5, 48usize..200, 4u8..120, batches()),
+            |(p, b, m, k, batches)| run_model(Backend::OpenCl(None), p, b, m, k, batches),
+        )
+        .unwrap();
+}
+
+fn run_model(
+    backend: Backend,
+    partitions: u32,
+    buckets_log: u32,
+    memory_kib: usize,
+    keys: u8,
+    batches: Batches,
+) -> Result<(), TestCaseError> {
+    {
         let mut engine = Engine::new(&EngineConfig {
             memory_bytes: memory_kib << 10,
             partitions,
             page_size: 4 << 10,
             buckets_per_partition: Some(1 << buckets_log),
+            backend,
             ..EngineConfig::default()
-        }).unwrap();
-        let mut model = Model { items: HashMap::new(), lost: 0 };
+        })
+        .unwrap();
+        let mut model = Model {
+            items: HashMap::new(),
+            lost: 0,
+        };
         let mut now = START;
         let mut seq = 0u64;
         let mut out = Responses::default();
@@ -149,46 +202,71 @@ proptest! {
             for o in &ops {
                 seq += 1;
                 let (k, v) = match *o {
-                    M::Get(k) | M::Gets(k) | M::Delete(k) | M::Incr(k, _) | M::Decr(k, _)
+                    M::Get(k)
+                    | M::Gets(k)
+                    | M::Delete(k)
+                    | M::Incr(k, _)
+                    | M::Decr(k, _)
                     | M::Touch(k, _) => (k, Vec::new()),
                     M::SetNum(k, n) => (k, n.to_string().into_bytes()),
-                    M::Set(k, l, _) | M::Add(k, l, _) | M::Replace(k, l, _) | M::Append(k, l)
-                    | M::Prepend(k, l) | M::Cas(k, l, _) => (k, value_bytes(seq, l)),
+                    M::Set(k, l, _)
+                    | M::Add(k, l, _)
+                    | M::Replace(k, l, _)
+                    | M::Append(k, l)
+                    | M::Prepend(k, l)
+                    | M::Cas(k, l, _) => (k, value_bytes(seq, l)),
                 };
                 owned.push((key_bytes(k), v));
             }
-            let reqs: Vec<Request<'_>> = ops.iter().zip(&owned).map(|(o, (k, v))| {
-                let cas_for = |b: bool| {
-                    let known = model.items.get(k).and_then(|i| i.cas);
-                    if b { known.unwrap_or(0) } else { 0 }
-                };
-                match *o {
-                    M::Get(_) => Request::get(k),
-                    M::Gets(_) => Request::gets(k),
-                    M::Set(_, _, e) => Request::store(Op::Set, k, v, seq as u32, exptime(e, now)),
-                    M::SetNum(..) => Request::set(k, v),
-                    M::Add(_, _, e) => Request::store(Op::Add, k, v, 1, exptime(e, now)),
-                    M::Replace(_, _, e) => Request::store(Op::Replace, k, v, 2, exptime(e, now)),
-                    M::Append(..) => Request::store(Op::Append, k, v, 3, 0),
-                    M::Prepend(..) => Request::store(Op::Prepend, k, v, 4, 0),
-                    M::Cas(_, _, b) => Request::cas(k, v, 5, 0, cas_for(b)),
-                    M::Delete(_) => Request::delete(k),
-                    M::Incr(_, d) => Request::incr(k, d),
-                    M::Decr(_, d) => Request::decr(k, d),
-                    M::Touch(_, e) => Request::touch(k, exptime(e, now)),
-                }
-            }).collect();
+            let reqs: Vec<Request<'_>> = ops
+                .iter()
+                .zip(&owned)
+                .map(|(o, (k, v))| {
+                    let cas_for = |b: bool| {
+                        let known = model.items.get(k).and_then(|i| i.cas);
+                        if b {
+                            known.unwrap_or(0)
+                        } else {
+                            0
+                        }
+                    };
+                    match *o {
+                        M::Get(_) => Request::get(k),
+                        M::Gets(_) => Request::gets(k),
+                        M::Set(_, _, e) => {
+                            Request::store(Op::Set, k, v, seq as u32, exptime(e, now))
+                        }
+                        M::SetNum(..) => Request::set(k, v),
+                        M::Add(_, _, e) => Request::store(Op::Add, k, v, 1, exptime(e, now)),
+                        M::Replace(_, _, e) => {
+                            Request::store(Op::Replace, k, v, 2, exptime(e, now))
+                        }
+                        M::Append(..) => Request::store(Op::Append, k, v, 3, 0),
+                        M::Prepend(..) => Request::store(Op::Prepend, k, v, 4, 0),
+                        M::Cas(_, _, b) => Request::cas(k, v, 5, 0, cas_for(b)),
+                        M::Delete(_) => Request::delete(k),
+                        M::Incr(_, d) => Request::incr(k, d),
+                        M::Decr(_, d) => Request::decr(k, d),
+                        M::Touch(_, e) => Request::touch(k, exptime(e, now)),
+                    }
+                })
+                .collect();
             out.clear();
             engine.execute(&reqs, now, &mut out);
             prop_assert_eq!(out.results.len(), reqs.len());
             for (req, resp) in reqs.iter().zip(&out.results) {
                 check(&mut model, req, resp, &out, now)?;
             }
-            prop_assert!(model.lost <= engine.evictions(),
-                "{} items lost but only {} evictions counted", model.lost, engine.evictions());
+            prop_assert!(
+                model.lost <= engine.evictions(),
+                "{} items lost but only {} evictions counted",
+                model.lost,
+                engine.evictions()
+            );
             prop_assert!(engine.arena().used() <= engine.arena().limit());
         }
     }
+    Ok(())
 }
 
 fn remap(o: M, keys: u8) -> M {

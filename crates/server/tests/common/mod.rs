@@ -17,9 +17,14 @@ impl Hkv {
     /// Starts `hkv -p 0 <args>` and reads the bound address from its first output line:
     /// no fixed port, no sleeping until it is ready.
     pub fn start(args: &[&str]) -> Hkv {
+        Self::start_with_env(args, &[])
+    }
+
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Hkv {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hkv"))
             .args(["-p", "0", "-l", "127.0.0.1"])
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

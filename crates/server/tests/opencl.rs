@@ -1,0 +1,120 @@
+//! The server on the OpenCL engine (PoCL in CI), the device-failure fallback, and the
+//! behaviour without any OpenCL platform.
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{assert_healthy, Hkv};
+
+/// Whether hkv can start on the OpenCL engine here; with HKV_REQUIRE_OPENCL=1 (CI) it must.
+fn have_opencl() -> bool {
+    let up = starts_on_opencl();
+    if !up && std::env::var("HKV_REQUIRE_OPENCL").as_deref() == Ok("1") {
+        panic!("HKV_REQUIRE_OPENCL=1 but hkv cannot start on the OpenCL engine");
+    }
+    up
+}
+
+fn starts_on_opencl() -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(["-p", "0", "--engine", "opencl", "-t", "1", "-A"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(mut child) = out else { return false };
+    let mut line = String::new();
+    use std::io::BufRead;
+    let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    line.contains("listening")
+}
+
+fn stat(h: &Hkv, group: &str, name: &str) -> String {
+    let mut c = h.connect();
+    let s = c.call(&format!("stats {group}\r\n"), "END\r\n");
+    s.lines()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+        .unwrap_or_else(|| panic!("no {name}"))
+        .to_string()
+}
+
+#[test]
+fn serves_clients_on_the_opencl_engine() {
+    if !have_opencl() {
+        eprintln!("no OpenCL device: the OpenCL engine test did not run");
+        return;
+    }
+    let h = Hkv::start(&["--engine", "opencl", "-t", "2"]);
+    assert!(stat(&h, "hkv", "engine").starts_with("opencl:"));
+    let mut c = h.connect();
+    for i in 0..300 {
+        c.expect(
+            &format!("set k{i} {i} 0 {}\r\n{i}\r\n", i.to_string().len()),
+            "STORED\r\n",
+        );
+    }
+    for i in (0..300).step_by(3) {
+        c.expect(&format!("delete k{i}\r\n"), "DELETED\r\n");
+    }
+    for i in 0..300 {
+        let want = if i % 3 == 0 {
+            "END\r\n".to_string()
+        } else {
+            format!("VALUE k{i} {i} {}\r\n{i}\r\nEND\r\n", i.to_string().len())
+        };
+        c.expect(&format!("get k{i}\r\n"), &want);
+    }
+    c.expect("incr k1 5\r\n", "6\r\n");
+    c.expect("flush_all\r\nget k1\r\n", "OK\r\nEND\r\n");
+    assert_healthy(&h);
+}
+
+#[test]
+fn a_failing_device_falls_back_to_the_cpu_and_loses_no_item() {
+    if !have_opencl() {
+        eprintln!("no OpenCL device: the fallback test did not run");
+        return;
+    }
+    // The device fails after 40 kernel launches: in the middle of the writes below.
+    let h = Hkv::start_with_env(
+        &["--engine", "opencl", "-t", "2"],
+        &[("HKV_OPENCL_FAIL_AFTER", "40")],
+    );
+    let mut c = h.connect();
+    for i in 0..400 {
+        c.expect(
+            &format!("set f{i} 0 0 {}\r\n{i}\r\n", i.to_string().len()),
+            "STORED\r\n",
+        );
+    }
+    for i in 0..400 {
+        c.expect(
+            &format!("get f{i}\r\n"),
+            &format!("VALUE f{i} 0 {}\r\n{i}\r\nEND\r\n", i.to_string().len()),
+        );
+    }
+    assert_eq!(stat(&h, "hkv", "engine"), "cpu");
+    assert!(stat(&h, "hkv", "engine_fallbacks").parse::<u64>().unwrap() >= 1);
+    assert_eq!(stat(&h, "", "curr_items"), "400");
+    assert_healthy(&h);
+}
+
+#[test]
+fn without_an_opencl_platform_auto_uses_the_cpu_and_opencl_refuses_to_start() {
+    let empty = std::env::temp_dir().join(format!("hkv-no-icd-server-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let vendors = empty.to_str().unwrap();
+    let h = Hkv::start_with_env(&["--engine", "auto"], &[("OCL_ICD_VENDORS", vendors)]);
+    assert_eq!(stat(&h, "hkv", "engine"), "cpu");
+    assert_healthy(&h);
+    let out = Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(["-p", "0", "--engine", "opencl"])
+        .env("OCL_ICD_VENDORS", vendors)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("OpenCL"), "unclear error: {err}");
+}
