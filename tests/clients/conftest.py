@@ -40,6 +40,9 @@ def start_hkv(*args):
         text=True,
     )
     line = proc.stdout.readline()
+    if "listening" not in line:
+        proc.wait(timeout=10)
+        raise RuntimeError(f"hkv {' '.join(args)} did not start")
     port = int(line.strip().rsplit(":", 1)[1])
     return Server(proc, port)
 
@@ -76,9 +79,15 @@ def start_memcached(*args):
     raise RuntimeError("memcached did not start listening")
 
 
-@pytest.fixture
-def hkv():
-    s = start_hkv("-I", "2m", "-t", "2")
+@pytest.fixture(params=["cpu", "opencl"])
+def hkv(request):
+    """hkv on each index backend: every client test runs against both."""
+    try:
+        s = start_hkv("-I", "2m", "-t", "2", "--engine", request.param)
+    except RuntimeError:
+        if request.param == "opencl" and os.environ.get("HKV_REQUIRE_OPENCL") != "1":
+            pytest.skip("no OpenCL device here (set HKV_REQUIRE_OPENCL=1 to make this fail)")
+        raise
     yield s
     s.stop()
 
