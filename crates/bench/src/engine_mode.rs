@@ -99,6 +99,10 @@ pub struct Args {
     /// to spare). A smaller budget makes the run measure an engine that evicts.
     #[arg(long)]
     memory_mb: Option<usize>,
+    /// Where index work runs: the CPU backend, or an OpenCL device (the first GPU, else the
+    /// first device, e.g. PoCL).
+    #[arg(long, value_parser = ["cpu", "opencl"], default_value = "cpu")]
+    engine: String,
     /// Print one JSON object per result line instead of text.
     #[arg(long)]
     json: bool,
@@ -209,6 +213,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             partitions: threads,
             page_size: PAGE,
             expected_item_bytes: chunk,
+            backend: if args.engine == "opencl" {
+                hkv_engine::Backend::OpenCl(None)
+            } else {
+                hkv_engine::Backend::Cpu
+            },
             ..EngineConfig::default()
         })?;
         let index_bytes: usize = engine
@@ -313,6 +322,21 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 }
             }
 
+            if let Some((b, copy, kernel)) = parts
+                .iter()
+                .filter_map(|p| p.device_timing())
+                .reduce(|a, x| (a.0 + x.0, a.1 + x.1, a.2 + x.2))
+            {
+                if !args.json {
+                    println!(
+                        "      device ({}): {b} search batches, copy {:.1} ms, kernel {:.1} ms ({:.0}% kernel)",
+                        parts[0].backend_name(),
+                        copy as f64 / 1e6,
+                        kernel as f64 / 1e6,
+                        100.0 * kernel as f64 / (copy + kernel).max(1) as f64
+                    );
+                }
+            }
             for &w in &args.workload {
                 let streams: Vec<Stream> = streams
                     .iter()
@@ -450,7 +474,7 @@ fn index_only(p: &mut Partition, s: &Stream, batch: usize) -> f64 {
         let end = (start + batch).min(s.len());
         hashes.clear();
         hashes.extend((start..end).map(|i| hash_key(s.key(i))));
-        p.index().search(&hashes, &mut locs[..end - start]);
+        p.index_search(&hashes, &mut locs[..end - start]);
         found += locs[..end - start]
             .iter()
             .filter(|&&l| l != hkv_index::NO_LOCATION)

@@ -41,6 +41,11 @@ impl Index {
         }
     }
 
+    /// (batches, copy ns, kernel ns) of the device, if one is in use.
+    pub fn device_timing(&self) -> Option<(u64, u64, u64)> {
+        self.device.as_ref().map(|d| d.timing())
+    }
+
     fn fail(&mut self, e: IndexError) {
         tracing::error!(error = %e, "index device failed; falling back to the CPU backend");
         self.device = None;

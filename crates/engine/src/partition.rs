@@ -99,6 +99,19 @@ impl Partition {
         self.index.backend_name()
     }
 
+    /// Device batches and the host-measured time spent copying and in kernels (ns).
+    pub fn device_timing(&self) -> Option<(u64, u64, u64)> {
+        self.index.device_timing()
+    }
+
+    /// A batched search through whichever backend holds the index (the benchmark's "index
+    /// alone" figure).
+    pub fn index_search(&mut self, hashes: &[KeyHash], out: &mut [Location]) {
+        self.index
+            .search(&self.store, hashes, out, &mut self.dropped);
+        self.free_dropped();
+    }
+
     /// Times the device failed and the CPU backend took over.
     pub fn fallbacks(&self) -> u64 {
         self.index.fallbacks

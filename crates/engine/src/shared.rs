@@ -148,6 +148,18 @@ impl SharedEngine {
             .collect()
     }
 
+    /// Summed over partitions: device batches, copy ns, kernel ns (None: no device).
+    pub fn device_timing(&self) -> Option<(u64, u64, u64)> {
+        let mut total: Option<(u64, u64, u64)> = None;
+        for p in 0..self.partitions.len() {
+            if let Some((b, c, k)) = self.lock(p).device_timing() {
+                let t = total.get_or_insert((0, 0, 0));
+                *t = (t.0 + b, t.1 + c, t.2 + k);
+            }
+        }
+        total
+    }
+
     /// Device failures survived by falling back to the CPU backend.
     pub fn fallbacks(&self) -> u64 {
         (0..self.partitions.len())

@@ -162,6 +162,11 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
             let backends = shared.engine.backends();
             stat(out, "engine", &backends[0]);
             stat(out, "engine_fallbacks", shared.engine.fallbacks());
+            if let Some((batches, copy_ns, kernel_ns)) = shared.engine.device_timing() {
+                stat(out, "device_batches", batches);
+                stat(out, "device_copy_us", copy_ns / 1000);
+                stat(out, "device_kernel_us", kernel_ns / 1000);
+            }
             stat(out, "partitions", shared.engine.partitions());
             stat(out, "batches", batches);
             stat(out, "batched_requests", reqs);

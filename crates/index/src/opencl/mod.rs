@@ -98,6 +98,22 @@ pub struct OclIndex {
     /// (`HKV_OPENCL_FAIL_AFTER`, for proving the engine's fallback).
     launches: std::sync::atomic::AtomicU64,
     fail_after: Option<u64>,
+    timing: Timing,
+}
+
+/// Where device time goes, measured on the host around each step (nanoseconds).
+#[derive(Debug, Default)]
+pub struct Timing {
+    pub batches: std::sync::atomic::AtomicU64,
+    pub copy_ns: std::sync::atomic::AtomicU64,
+    pub kernel_ns: std::sync::atomic::AtomicU64,
+}
+
+fn add(counter: &std::sync::atomic::AtomicU64, since: std::time::Instant) {
+    counter.fetch_add(
+        since.elapsed().as_nanos() as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
 }
 
 impl std::fmt::Debug for OclIndex {
@@ -190,6 +206,7 @@ impl OclIndex {
             fail_after: std::env::var("HKV_OPENCL_FAIL_AFTER")
                 .ok()
                 .and_then(|v| v.parse().ok()),
+            timing: Timing::default(),
         })
     }
 
@@ -226,6 +243,16 @@ impl OclIndex {
 
     pub fn device(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    /// (batches, copy ns, kernel ns) so far.
+    pub fn timing(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.timing.batches.load(Relaxed),
+            self.timing.copy_ns.load(Relaxed),
+            self.timing.kernel_ns.load(Relaxed),
+        )
     }
 
     fn upload(&self, data: &[u32]) -> Result<Buffer<cl_uint>, IndexError> {
@@ -273,9 +300,15 @@ impl OclIndex {
             return Ok(());
         }
         self.launch()?;
+        self.timing
+            .batches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let t = std::time::Instant::now();
         let sigs: Vec<u32> = hashes.iter().map(|h| h.sig).collect();
         let los: Vec<u32> = hashes.iter().map(|h| h.lo).collect();
         let (bs, bl, bo) = (self.upload(&sigs)?, self.upload(&los)?, self.scratch(n)?);
+        add(&self.timing.copy_ns, t);
+        let t = std::time::Instant::now();
         let (nn, mask) = (n as cl_uint, self.mask);
         // SAFETY: arguments match the kernel's signature in index.cl; every buffer holds at
         // least n words and the kernel guards i < n.
@@ -293,7 +326,11 @@ impl OclIndex {
         }
         .map_err(|e| err("search", e))?;
         ev.wait().map_err(|e| err("search", e))?;
-        self.download(&bo, out)
+        add(&self.timing.kernel_ns, t);
+        let t = std::time::Instant::now();
+        self.download(&bo, out)?;
+        add(&self.timing.copy_ns, t);
+        Ok(())
     }
 
     /// Inserts in rounds: within a round no two entries share a signature (the kernel's
