@@ -5,13 +5,13 @@
 
 use std::ptr;
 
-use opencl3::command_queue::CommandQueue;
+use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL};
 use opencl3::kernel::{ExecuteKernel, Kernel};
 use opencl3::memory::{Buffer, CL_MEM_READ_ONLY, CL_MEM_READ_WRITE};
 use opencl3::program::Program;
-use opencl3::types::{cl_uint, CL_BLOCKING};
+use opencl3::types::{cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
 
 use crate::hash::{
     KeyHash, FMIX_C1, FMIX_C2, MAX_DISPLACEMENTS, PREFERRED_SLOT_BITS, SLOTS_PER_BUCKET,
@@ -21,6 +21,8 @@ use crate::{IndexBackend, IndexError, IndexStats, InsertOutcome, Location, NO_LO
 const SOURCE: &str = include_str!("index.cl");
 /// Fixed work-group size: PoCL recompiles a kernel for every new size.
 const GROUP: usize = 64;
+/// Queries per chunk when a search batch is split over the queues.
+const PIPELINE_CHUNK: usize = 1024;
 
 const OUT_INSERTED: u32 = 0;
 const OUT_REPLACED: u32 = 1;
@@ -84,7 +86,9 @@ pub fn devices() -> Vec<(DeviceInfo, Device)> {
 
 pub struct OclIndex {
     info: DeviceInfo,
-    queue: CommandQueue,
+    /// Two in-order queues: searches alternate chunks between them; inserts and deletes use
+    /// the first only, so they stay ordered with each other.
+    queues: [CommandQueue; 2],
     context: Context,
     search: Kernel,
     insert: Kernel,
@@ -101,19 +105,12 @@ pub struct OclIndex {
     timing: Timing,
 }
 
-/// Where device time goes, measured on the host around each step (nanoseconds).
+/// Where device time goes, from the device's profiling events (nanoseconds).
 #[derive(Debug, Default)]
 pub struct Timing {
     pub batches: std::sync::atomic::AtomicU64,
     pub copy_ns: std::sync::atomic::AtomicU64,
     pub kernel_ns: std::sync::atomic::AtomicU64,
-}
-
-fn add(counter: &std::sync::atomic::AtomicU64, since: std::time::Instant) {
-    counter.fetch_add(
-        since.elapsed().as_nanos() as u64,
-        std::sync::atomic::Ordering::Relaxed,
-    );
 }
 
 impl std::fmt::Debug for OclIndex {
@@ -157,9 +154,20 @@ impl OclIndex {
             )));
         }
         let context = Context::from_device(&device).map_err(|e| err("context", e))?;
-        // SAFETY: a default in-order queue on a valid context and device.
-        let queue = unsafe { CommandQueue::create_with_properties(&context, device.id(), 0, 0) }
-            .map_err(|e| err("queue", e))?;
+        // SAFETY: in-order queues with profiling on a valid context and device.
+        let make_queue = || {
+            unsafe {
+                CommandQueue::create_with_properties(
+                    &context,
+                    device.id(),
+                    CL_QUEUE_PROFILING_ENABLE,
+                    0,
+                )
+            }
+            .map_err(|e| err("queue", e))
+        };
+        let queues = [make_queue()?, make_queue()?];
+        let queue = &queues[0];
         let program = Program::create_and_build_from_source(&context, SOURCE, &build_options())
             .map_err(|e| err("build", e))?;
         let kernel = |name: &str| Kernel::create(&program, name).map_err(|e| err(name, e));
@@ -192,7 +200,7 @@ impl OclIndex {
             .map_err(|e| err("rng init", e))?;
         Ok(OclIndex {
             info,
-            queue,
+            queues,
             context,
             search,
             insert,
@@ -232,11 +240,8 @@ impl OclIndex {
             b[SLOTS_PER_BUCKET..].fill(NO_LOCATION);
         }
         // SAFETY: blocking write of exactly the table's length from a live slice.
-        unsafe {
-            self.queue
-                .enqueue_write_buffer(&mut self.table, CL_BLOCKING, 0, &init, &[])
-        }
-        .map_err(|e| err("clear", e))?;
+        unsafe { self.queues[0].enqueue_write_buffer(&mut self.table, CL_BLOCKING, 0, &init, &[]) }
+            .map_err(|e| err("clear", e))?;
         self.stats.entries = 0;
         Ok(())
     }
@@ -264,12 +269,21 @@ impl OclIndex {
                 Buffer::<cl_uint>::create(&self.context, CL_MEM_READ_ONLY, n, ptr::null_mut())
                     .map_err(|e| err("buffer", e))?;
             if !data.is_empty() {
-                self.queue
+                self.queues[0]
                     .enqueue_write_buffer(&mut b, CL_BLOCKING, 0, data, &[])
                     .map_err(|e| err("copy in", e))?;
             }
             Ok(b)
         }
+    }
+
+    /// An uninitialised buffer the kernels only read.
+    fn input(&self, n: usize) -> Result<Buffer<cl_uint>, IndexError> {
+        // SAFETY: a fresh buffer, no host pointer.
+        unsafe {
+            Buffer::<cl_uint>::create(&self.context, CL_MEM_READ_ONLY, n.max(1), ptr::null_mut())
+        }
+        .map_err(|e| err("buffer", e))
     }
 
     fn scratch(&self, n: usize) -> Result<Buffer<cl_uint>, IndexError> {
@@ -285,7 +299,7 @@ impl OclIndex {
             return Ok(());
         }
         // SAFETY: blocking read into a live slice no longer than the buffer.
-        unsafe { self.queue.enqueue_read_buffer(b, CL_BLOCKING, 0, out, &[]) }
+        unsafe { self.queues[0].enqueue_read_buffer(b, CL_BLOCKING, 0, out, &[]) }
             .map_err(|e| err("copy out", e))?;
         Ok(())
     }
@@ -294,6 +308,9 @@ impl OclIndex {
         n.div_ceil(GROUP).max(1) * GROUP
     }
 
+    /// Batched search. A large batch is cut into chunks that alternate between two in-order
+    /// queues, so one chunk's copies overlap another's kernel (Mega-KV's streams). Device
+    /// time is read from profiling events: copy and kernel time as the device saw them.
     pub fn try_search(&self, hashes: &[KeyHash], out: &mut [Location]) -> Result<(), IndexError> {
         let n = hashes.len();
         if n == 0 {
@@ -303,33 +320,72 @@ impl OclIndex {
         self.timing
             .batches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let t = std::time::Instant::now();
         let sigs: Vec<u32> = hashes.iter().map(|h| h.sig).collect();
         let los: Vec<u32> = hashes.iter().map(|h| h.lo).collect();
-        let (bs, bl, bo) = (self.upload(&sigs)?, self.upload(&los)?, self.scratch(n)?);
-        add(&self.timing.copy_ns, t);
-        let t = std::time::Instant::now();
-        let (nn, mask) = (n as cl_uint, self.mask);
-        // SAFETY: arguments match the kernel's signature in index.cl; every buffer holds at
-        // least n words and the kernel guards i < n.
-        let ev = unsafe {
-            ExecuteKernel::new(&self.search)
-                .set_arg(&self.table)
-                .set_arg(&bs)
-                .set_arg(&bl)
-                .set_arg(&bo)
-                .set_arg(&nn)
-                .set_arg(&mask)
-                .set_global_work_size(Self::global(n))
-                .set_local_work_size(GROUP)
-                .enqueue_nd_range(&self.queue)
+        let chunk = if n >= 2 * PIPELINE_CHUNK {
+            PIPELINE_CHUNK
+        } else {
+            n
+        };
+        let mask = self.mask;
+        let mut buffers = Vec::new();
+        let mut copies = Vec::new();
+        let mut kernels = Vec::new();
+        for (ci, start) in (0..n).step_by(chunk).enumerate() {
+            let end = (start + chunk).min(n);
+            let m = end - start;
+            let q = &self.queues[ci % self.queues.len()];
+            let (mut bs, mut bl, bo) = (self.input(m)?, self.input(m)?, self.scratch(m)?);
+            let mm = m as cl_uint;
+            // SAFETY: non-blocking copies from `sigs` and `los` and into `out`, all of which
+            // outlive the `finish` of every queue below; each buffer holds m words; the kernel's
+            // arguments match `search` in index.cl and it guards i < m.
+            unsafe {
+                copies.push(
+                    q.enqueue_write_buffer(&mut bs, CL_NON_BLOCKING, 0, &sigs[start..end], &[])
+                        .map_err(|e| err("copy in", e))?,
+                );
+                copies.push(
+                    q.enqueue_write_buffer(&mut bl, CL_NON_BLOCKING, 0, &los[start..end], &[])
+                        .map_err(|e| err("copy in", e))?,
+                );
+                kernels.push(
+                    ExecuteKernel::new(&self.search)
+                        .set_arg(&self.table)
+                        .set_arg(&bs)
+                        .set_arg(&bl)
+                        .set_arg(&bo)
+                        .set_arg(&mm)
+                        .set_arg(&mask)
+                        .set_global_work_size(Self::global(m))
+                        .set_local_work_size(GROUP)
+                        .enqueue_nd_range(q)
+                        .map_err(|e| err("search", e))?,
+                );
+                copies.push(
+                    q.enqueue_read_buffer(&bo, CL_NON_BLOCKING, 0, &mut out[start..end], &[])
+                        .map_err(|e| err("copy out", e))?,
+                );
+            }
+            buffers.push((bs, bl, bo));
         }
-        .map_err(|e| err("search", e))?;
-        ev.wait().map_err(|e| err("search", e))?;
-        add(&self.timing.kernel_ns, t);
-        let t = std::time::Instant::now();
-        self.download(&bo, out)?;
-        add(&self.timing.copy_ns, t);
+        for q in &self.queues {
+            q.finish().map_err(|e| err("finish", e))?;
+        }
+        let span = |e: &opencl3::event::Event| -> u64 {
+            match (e.profiling_command_start(), e.profiling_command_end()) {
+                (Ok(a), Ok(b)) => b.saturating_sub(a),
+                _ => 0,
+            }
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        self.timing
+            .copy_ns
+            .fetch_add(copies.iter().map(span).sum(), Relaxed);
+        self.timing
+            .kernel_ns
+            .fetch_add(kernels.iter().map(span).sum(), Relaxed);
+        drop(buffers);
         Ok(())
     }
 
@@ -386,7 +442,7 @@ impl OclIndex {
                 .set_arg(&mask)
                 .set_global_work_size(Self::global(n))
                 .set_local_work_size(GROUP)
-                .enqueue_nd_range(&self.queue)
+                .enqueue_nd_range(&self.queues[0])
         }
         .map_err(|e| err("insert", e))?;
         ev.wait().map_err(|e| err("insert", e))?;
@@ -415,7 +471,7 @@ impl OclIndex {
                     .set_arg(&self.rng)
                     .set_global_work_size(GROUP)
                     .set_local_work_size(GROUP)
-                    .enqueue_nd_range(&self.queue)
+                    .enqueue_nd_range(&self.queues[0])
             }
             .map_err(|e| err("displace", e))?;
             ev.wait().map_err(|e| err("displace", e))?;
@@ -481,7 +537,7 @@ impl OclIndex {
                     .set_arg(&mask)
                     .set_global_work_size(Self::global(n))
                     .set_local_work_size(GROUP)
-                    .enqueue_nd_range(&self.queue)
+                    .enqueue_nd_range(&self.queues[0])
             }
             .map_err(|e| err("delete", e))?;
             ev.wait().map_err(|e| err("delete", e))?;
