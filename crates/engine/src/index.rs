@@ -46,6 +46,11 @@ impl Index {
         self.device.as_ref().map(|d| d.timing())
     }
 
+    /// Whether the device reads search inputs in place (None: no device).
+    pub fn zero_copy(&self) -> Option<bool> {
+        self.device.as_ref().map(|d| d.zero_copy())
+    }
+
     fn fail(&mut self, e: IndexError) {
         tracing::error!(error = %e, "index device failed; falling back to the CPU backend");
         self.device = None;

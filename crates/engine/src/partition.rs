@@ -104,6 +104,11 @@ impl Partition {
         self.index.device_timing()
     }
 
+    /// Whether the device reads search inputs in place (None: no device).
+    pub fn device_zero_copy(&self) -> Option<bool> {
+        self.index.zero_copy()
+    }
+
     /// A batched search through whichever backend holds the index (the benchmark's "index
     /// alone" figure).
     pub fn index_search(&mut self, hashes: &[KeyHash], out: &mut [Location]) {

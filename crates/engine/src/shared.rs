@@ -160,6 +160,11 @@ impl SharedEngine {
         total
     }
 
+    /// Whether partition 0's device reads search inputs in place (None: no device).
+    pub fn device_zero_copy(&self) -> Option<bool> {
+        self.lock(0).device_zero_copy()
+    }
+
     /// Device failures survived by falling back to the CPU backend.
     pub fn fallbacks(&self) -> u64 {
         (0..self.partitions.len())

@@ -42,7 +42,15 @@ fn keys(n: u32, salt: u32) -> Vec<KeyHash> {
 
 #[test]
 fn search_insert_delete_match_the_cpu_backend() {
+    // Both ways of feeding the device: copies, and (where memory is shared) zero-copy.
+    for zero_copy in [false, true] {
+        differential(zero_copy);
+    }
+}
+
+fn differential(zero_copy: bool) {
     let Some(mut dev) = ocl(1 << 12) else { return };
+    dev.set_zero_copy(zero_copy);
     let arena = Arena::new(4 << 20).unwrap();
     let mut cpu = CpuIndex::new(&arena, 1 << 12).unwrap();
     let ks = keys(6000, 1);

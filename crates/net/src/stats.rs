@@ -166,6 +166,8 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
                 stat(out, "device_batches", batches);
                 stat(out, "device_copy_us", copy_ns / 1000);
                 stat(out, "device_kernel_us", kernel_ns / 1000);
+                let zc = shared.engine.device_zero_copy().unwrap_or(false);
+                stat(out, "device_zero_copy", u8::from(zc));
             }
             stat(out, "partitions", shared.engine.partitions());
             stat(out, "batches", batches);

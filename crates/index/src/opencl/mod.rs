@@ -9,7 +9,7 @@ use opencl3::command_queue::{CommandQueue, CL_QUEUE_PROFILING_ENABLE};
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL};
 use opencl3::kernel::{ExecuteKernel, Kernel};
-use opencl3::memory::{Buffer, CL_MEM_READ_ONLY, CL_MEM_READ_WRITE};
+use opencl3::memory::{Buffer, CL_MEM_READ_ONLY, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR};
 use opencl3::program::Program;
 use opencl3::types::{cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
 
@@ -103,6 +103,8 @@ pub struct OclIndex {
     launches: std::sync::atomic::AtomicU64,
     fail_after: Option<u64>,
     timing: Timing,
+    /// Searches read their inputs in place (device shares host memory).
+    zero_copy: bool,
 }
 
 /// Where device time goes, from the device's profiling events (nanoseconds).
@@ -215,6 +217,13 @@ impl OclIndex {
                 .ok()
                 .and_then(|v| v.parse().ok()),
             timing: Timing::default(),
+            zero_copy: false,
+        })
+        .map(|mut ix: OclIndex| {
+            // HKV_OPENCL_ZERO_COPY=0 turns it off, to compare both ways on one device.
+            let wanted = std::env::var("HKV_OPENCL_ZERO_COPY").as_deref() != Ok("0");
+            ix.set_zero_copy(wanted);
+            ix
         })
     }
 
@@ -277,6 +286,33 @@ impl OclIndex {
         }
     }
 
+    /// A read-only buffer over host memory (`CL_MEM_USE_HOST_PTR`): on a device that shares
+    /// host memory the kernel reads `data` in place. `data` must outlive every use.
+    fn host_input(&self, data: &[u32]) -> Result<Buffer<cl_uint>, IndexError> {
+        // SAFETY: the device only reads the buffer (CL_MEM_READ_ONLY), so handing it a pointer
+        // derived from a shared slice is sound; callers keep `data` alive until the queues
+        // using the buffer have finished.
+        unsafe {
+            Buffer::<cl_uint>::create(
+                &self.context,
+                CL_MEM_READ_ONLY | CL_MEM_USE_HOST_PTR,
+                data.len(),
+                data.as_ptr() as *mut std::ffi::c_void,
+            )
+        }
+        .map_err(|e| err("host buffer", e))
+    }
+
+    /// Whether searches read their inputs from host memory without copying.
+    pub fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// Turns zero-copy inputs off (or back on, where the device shares host memory).
+    pub fn set_zero_copy(&mut self, on: bool) {
+        self.zero_copy = on && self.info.host_unified_memory;
+    }
+
     /// An uninitialised buffer the kernels only read.
     fn input(&self, n: usize) -> Result<Buffer<cl_uint>, IndexError> {
         // SAFETY: a fresh buffer, no host pointer.
@@ -335,20 +371,32 @@ impl OclIndex {
             let end = (start + chunk).min(n);
             let m = end - start;
             let q = &self.queues[ci % self.queues.len()];
-            let (mut bs, mut bl, bo) = (self.input(m)?, self.input(m)?, self.scratch(m)?);
+            let zero_copy = self.zero_copy;
+            let (mut bs, mut bl, bo) = if zero_copy {
+                // The device reads host memory directly: no copy in.
+                (
+                    self.host_input(&sigs[start..end])?,
+                    self.host_input(&los[start..end])?,
+                    self.scratch(m)?,
+                )
+            } else {
+                (self.input(m)?, self.input(m)?, self.scratch(m)?)
+            };
             let mm = m as cl_uint;
             // SAFETY: non-blocking copies from `sigs` and `los` and into `out`, all of which
             // outlive the `finish` of every queue below; each buffer holds m words; the kernel's
             // arguments match `search` in index.cl and it guards i < m.
             unsafe {
-                copies.push(
-                    q.enqueue_write_buffer(&mut bs, CL_NON_BLOCKING, 0, &sigs[start..end], &[])
-                        .map_err(|e| err("copy in", e))?,
-                );
-                copies.push(
-                    q.enqueue_write_buffer(&mut bl, CL_NON_BLOCKING, 0, &los[start..end], &[])
-                        .map_err(|e| err("copy in", e))?,
-                );
+                if !zero_copy {
+                    copies.push(
+                        q.enqueue_write_buffer(&mut bs, CL_NON_BLOCKING, 0, &sigs[start..end], &[])
+                            .map_err(|e| err("copy in", e))?,
+                    );
+                    copies.push(
+                        q.enqueue_write_buffer(&mut bl, CL_NON_BLOCKING, 0, &los[start..end], &[])
+                            .map_err(|e| err("copy in", e))?,
+                    );
+                }
                 kernels.push(
                     ExecuteKernel::new(&self.search)
                         .set_arg(&self.table)
