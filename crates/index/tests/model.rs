@@ -35,21 +35,72 @@ proptest! {
         space in 8u16..600,
         ops in proptest::collection::vec(op(), 1..400),
     ) {
-        let buckets = 1u32 << buckets_log;
         let arena = Arena::new(4 << 20).unwrap();
-        let mut ix = CpuIndex::new(&arena, buckets).unwrap();
+        let ix = CpuIndex::new(&arena, 1 << buckets_log).unwrap();
+        check(ix, space, ops)?;
+    }
+}
+
+/// The same property on the OpenCL backend (PoCL in CI, where HKV_REQUIRE_OPENCL=1 makes a
+/// missing device a failure).
+#[test]
+fn opencl_index_agrees_with_a_map() {
+    if std::env::var_os("POCL_CACHE_DIR").is_none() {
+        let dir = std::env::temp_dir().join("hkv-pocl-cache");
+        let _ = std::fs::create_dir_all(&dir);
+        std::env::set_var("POCL_CACHE_DIR", dir);
+    }
+    if hkv_index::opencl::OclIndex::new(1, None).is_err() {
+        assert_ne!(
+            std::env::var("HKV_REQUIRE_OPENCL").as_deref(),
+            Ok("1"),
+            "HKV_REQUIRE_OPENCL=1 but no OpenCL device"
+        );
+        eprintln!("no OpenCL device: the OpenCL index property test did not run");
+        return;
+    }
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig::with_cases(24));
+    runner
+        .run(
+            &(0u32..6, 8u16..600, proptest::collection::vec(op(), 1..200)),
+            |(buckets_log, space, ops)| {
+                let ix = hkv_index::opencl::OclIndex::new(1 << buckets_log, None).unwrap();
+                check(ix, space, ops)
+            },
+        )
+        .unwrap();
+}
+
+fn insert_one(ix: &mut impl IndexBackend, h: &KeyHash, loc: u32) -> InsertOutcome {
+    let mut out = [InsertOutcome::Inserted];
+    ix.insert(&[(*h, loc)], &mut out);
+    out[0]
+}
+
+fn delete_one(ix: &mut impl IndexBackend, h: &KeyHash, loc: u32) -> bool {
+    let mut out = [false];
+    ix.delete(&[(*h, loc)], &mut out);
+    out[0]
+}
+
+fn check(mut ix: impl IndexBackend, space: u16, ops: Vec<Op>) -> Result<(), TestCaseError> {
+    {
         // The model: key -> location. The index may drop entries only through a reported
         // eviction (Evicted) or a signature collision (Replaced with another key's location).
         let mut model: HashMap<u16, u32> = HashMap::new();
-        let loc_owner = |model: &HashMap<u16, u32>, l: u32| model.iter().find(|(_, &v)| v == l).map(|(&k, _)| k);
+        let loc_owner = |model: &HashMap<u16, u32>, l: u32| {
+            model.iter().find(|(_, &v)| v == l).map(|(&k, _)| k)
+        };
         let mut next_loc = 0u32;
         for op in ops {
             match op {
                 Op::Insert(k) => {
                     let k = k % space;
                     next_loc += 1; // locations unique, as the store guarantees
-                    match ix.insert_one(&key(k, space), next_loc) {
-                        InsertOutcome::Inserted => { prop_assert!(!model.contains_key(&k)); }
+                    match insert_one(&mut ix, &key(k, space), next_loc) {
+                        InsertOutcome::Inserted => {
+                            prop_assert!(!model.contains_key(&k));
+                        }
                         InsertOutcome::Replaced(old) => {
                             match model.get(&k) {
                                 Some(&l) => prop_assert_eq!(l, old),
@@ -77,12 +128,12 @@ proptest! {
                 Op::Delete(k) => {
                     let k = k % space;
                     let l = model.get(&k).copied().unwrap_or(NO_LOCATION - 1);
-                    let done = ix.delete_one(&key(k, space), l);
+                    let done = delete_one(&mut ix, &key(k, space), l);
                     prop_assert_eq!(done, model.remove(&k).is_some());
                 }
                 Op::DeleteStale(k) => {
                     let k = k % space;
-                    prop_assert!(!ix.delete_one(&key(k, space), 999_999_999));
+                    prop_assert!(!delete_one(&mut ix, &key(k, space), 999_999_999));
                 }
                 Op::Search(ks) => {
                     let hs: Vec<KeyHash> = ks.iter().map(|&k| key(k, space)).collect();
@@ -97,4 +148,5 @@ proptest! {
             prop_assert_eq!(ix.stats().entries as usize, model.len());
         }
     }
+    Ok(())
 }
