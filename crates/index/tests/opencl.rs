@@ -165,3 +165,49 @@ fn no_platform_is_reported_not_crashed() {
         .unwrap();
     assert!(status.success());
 }
+
+/// A table larger than the largest allocation is split into sub-tables (a key's two buckets
+/// stay in one): same answers as the CPU backend on a table too big for one buffer.
+#[test]
+fn tables_beyond_the_allocation_limit_are_split() {
+    setup_env();
+    if ocl(16).is_none() {
+        return;
+    }
+    // 4096 buckets = 256 KiB; a 64 KiB limit makes 4 sub-tables.
+    let mut dev = OclIndex::with_alloc_limit(1 << 12, None, Some(64 << 10)).unwrap();
+    assert_eq!(dev.sub_tables(), 4);
+    let arena = Arena::new(4 << 20).unwrap();
+    let mut cpu = CpuIndex::new(&arena, 1 << 12).unwrap();
+    let ks = keys(8000, 9);
+    let batch: Vec<(KeyHash, u32)> = ks.iter().enumerate().map(|(i, k)| (*k, i as u32)).collect();
+    let mut a = vec![InsertOutcome::Inserted; batch.len()];
+    let mut b = a.clone();
+    cpu.insert(&batch, &mut a);
+    dev.insert(&batch, &mut b);
+    let lost = |o: &[InsertOutcome]| {
+        o.iter()
+            .filter(|x| !matches!(x, InsertOutcome::Inserted))
+            .count()
+    };
+    let (mut sa, mut sb) = (vec![0; ks.len()], vec![0; ks.len()]);
+    cpu.search(&ks, &mut sa);
+    dev.search(&ks, &mut sb);
+    // Load 0.24: nothing is dropped either way, so every key is found, at its location.
+    assert_eq!((lost(&a), lost(&b)), (0, 0));
+    assert_eq!(sa, sb);
+    assert!(sb.iter().enumerate().all(|(i, &l)| l == i as u32));
+    let dels: Vec<(KeyHash, u32)> = batch.iter().step_by(2).copied().collect();
+    let mut d = vec![false; dels.len()];
+    dev.delete(&dels, &mut d);
+    assert!(d.iter().all(|&x| x));
+    dev.search(&ks, &mut sb);
+    assert!(sb
+        .iter()
+        .enumerate()
+        .all(|(i, &l)| (l == NO_LOCATION) == (i % 2 == 0)));
+    assert_eq!(dev.stats().entries, 4000);
+    dev.clear().unwrap();
+    dev.search(&ks, &mut sb);
+    assert!(sb.iter().all(|&l| l == NO_LOCATION));
+}

@@ -94,9 +94,14 @@ pub struct OclIndex {
     insert: Kernel,
     displace: Kernel,
     remove: Kernel,
-    table: Buffer<cl_uint>,
+    /// The table, split into sub-tables when it is larger than the device's largest
+    /// allocation. A key's two buckets are always in the same sub-table (Mega-KV §4.3.2's
+    /// mask): the sub-table comes from the hash bits just above the bucket bits.
+    tables: Vec<Buffer<cl_uint>>,
     rng: Buffer<cl_uint>,
+    /// Bucket mask within a sub-table, and log2 of its bucket count.
     mask: u32,
+    sub_shift: u32,
     stats: IndexStats,
     /// Kernel launches so far, and the launch after which every call fails
     /// (`HKV_OPENCL_FAIL_AFTER`, for proving the engine's fallback).
@@ -119,7 +124,10 @@ impl std::fmt::Debug for OclIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OclIndex")
             .field("device", &self.info.name)
-            .field("buckets", &(self.mask as u64 + 1))
+            .field(
+                "buckets",
+                &((self.mask as u64 + 1) * self.tables.len() as u64),
+            )
             .finish()
     }
 }
@@ -133,6 +141,20 @@ impl OclIndex {
     /// A table of `buckets` (a power of two) on device `which` (an index into [`devices`]);
     /// `None` picks the first GPU, else the first device.
     pub fn new(buckets: u32, which: Option<usize>) -> Result<OclIndex, IndexError> {
+        // HKV_OPENCL_MAX_ALLOC (bytes) lowers the device's limit, to try the split.
+        let limit = std::env::var("HKV_OPENCL_MAX_ALLOC")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok());
+        Self::with_alloc_limit(buckets, which, limit)
+    }
+
+    /// As [`OclIndex::new`], with the largest single allocation capped at `limit` bytes: a
+    /// table larger than the device's (or this) limit is split into sub-tables.
+    pub fn with_alloc_limit(
+        buckets: u32,
+        which: Option<usize>,
+        limit: Option<u64>,
+    ) -> Result<OclIndex, IndexError> {
         if !buckets.is_power_of_two() {
             return Err(IndexError::Size(format!("{buckets} is not a power of two")));
         }
@@ -147,14 +169,16 @@ impl OclIndex {
         };
         let (info, device) = all.swap_remove(pick);
         let _guard = SETUP.lock().unwrap_or_else(|p| p.into_inner());
-        let words = buckets as usize * 2 * SLOTS_PER_BUCKET;
-        if (words * 4) as u64 > info.max_alloc {
-            return Err(IndexError::Size(format!(
-                "table of {} bytes exceeds the device's largest allocation ({})",
-                words * 4,
-                info.max_alloc
-            )));
-        }
+        let max_alloc = limit
+            .map_or(info.max_alloc, |v| v.min(info.max_alloc))
+            .max(64);
+        let total = buckets as u64 * 64;
+        let subs = total
+            .div_ceil(max_alloc)
+            .next_power_of_two()
+            .min(buckets as u64) as u32;
+        let per_sub = buckets / subs;
+        let words = per_sub as usize * 2 * SLOTS_PER_BUCKET;
         let context = Context::from_device(&device).map_err(|e| err("context", e))?;
         // SAFETY: in-order queues with profiling on a valid context and device.
         let make_queue = || {
@@ -184,14 +208,18 @@ impl OclIndex {
         for b in init.chunks_mut(2 * SLOTS_PER_BUCKET) {
             b[SLOTS_PER_BUCKET..].fill(NO_LOCATION);
         }
-        // SAFETY: a fresh buffer of `words` u32s, no host pointer.
-        let mut table = unsafe {
-            Buffer::<cl_uint>::create(&context, CL_MEM_READ_WRITE, words, ptr::null_mut())
+        let mut tables = Vec::with_capacity(subs as usize);
+        for _ in 0..subs {
+            // SAFETY: a fresh buffer of `words` u32s, no host pointer.
+            let mut table = unsafe {
+                Buffer::<cl_uint>::create(&context, CL_MEM_READ_WRITE, words, ptr::null_mut())
+            }
+            .map_err(|e| err("table", e))?;
+            // SAFETY: blocking write of exactly the buffer's length from a live slice.
+            unsafe { queue.enqueue_write_buffer(&mut table, CL_BLOCKING, 0, &init, &[]) }
+                .map_err(|e| err("table init", e))?;
+            tables.push(table);
         }
-        .map_err(|e| err("table", e))?;
-        // SAFETY: blocking write of exactly the buffer's length from a live slice.
-        unsafe { queue.enqueue_write_buffer(&mut table, CL_BLOCKING, 0, &init, &[]) }
-            .map_err(|e| err("table init", e))?;
         // SAFETY: as above, one word.
         let mut rng =
             unsafe { Buffer::<cl_uint>::create(&context, CL_MEM_READ_WRITE, 1, ptr::null_mut()) }
@@ -208,9 +236,10 @@ impl OclIndex {
             insert,
             displace,
             remove,
-            table,
+            tables,
             rng,
-            mask: buckets - 1,
+            mask: per_sub - 1,
+            sub_shift: per_sub.trailing_zeros(),
             stats: IndexStats::default(),
             launches: std::sync::atomic::AtomicU64::new(0),
             fail_after: std::env::var("HKV_OPENCL_FAIL_AFTER")
@@ -244,13 +273,17 @@ impl OclIndex {
     pub fn clear(&mut self) -> Result<(), IndexError> {
         self.launch()?;
         let words = (self.mask as usize + 1) * 2 * SLOTS_PER_BUCKET;
+        self.stats.entries = 0;
         let mut init = vec![0u32; words];
         for b in init.chunks_mut(2 * SLOTS_PER_BUCKET) {
             b[SLOTS_PER_BUCKET..].fill(NO_LOCATION);
         }
         // SAFETY: blocking write of exactly the table's length from a live slice.
-        unsafe { self.queues[0].enqueue_write_buffer(&mut self.table, CL_BLOCKING, 0, &init, &[]) }
-            .map_err(|e| err("clear", e))?;
+        for table in &mut self.tables {
+            // SAFETY: blocking write of exactly the table's length from a live slice.
+            unsafe { self.queues[0].enqueue_write_buffer(table, CL_BLOCKING, 0, &init, &[]) }
+                .map_err(|e| err("clear", e))?;
+        }
         self.stats.entries = 0;
         Ok(())
     }
@@ -348,6 +381,42 @@ impl OclIndex {
     /// queues, so one chunk's copies overlap another's kernel (Mega-KV's streams). Device
     /// time is read from profiling events: copy and kernel time as the device saw them.
     pub fn try_search(&self, hashes: &[KeyHash], out: &mut [Location]) -> Result<(), IndexError> {
+        if self.tables.len() == 1 {
+            return self.search_in(0, hashes, out);
+        }
+        for t in 0..self.tables.len() {
+            let idx: Vec<usize> = (0..hashes.len())
+                .filter(|&i| self.table_of(&hashes[i]) == t)
+                .collect();
+            if idx.is_empty() {
+                continue;
+            }
+            let hs: Vec<KeyHash> = idx.iter().map(|&i| hashes[i]).collect();
+            let mut o = vec![NO_LOCATION; hs.len()];
+            self.search_in(t, &hs, &mut o)?;
+            for (j, &i) in idx.iter().enumerate() {
+                out[i] = o[j];
+            }
+        }
+        Ok(())
+    }
+
+    /// Which sub-table holds a key's buckets.
+    fn table_of(&self, h: &KeyHash) -> usize {
+        ((h.lo >> self.sub_shift) as usize) & (self.tables.len() - 1)
+    }
+
+    /// Number of sub-tables the index is split into.
+    pub fn sub_tables(&self) -> usize {
+        self.tables.len()
+    }
+
+    fn search_in(
+        &self,
+        t: usize,
+        hashes: &[KeyHash],
+        out: &mut [Location],
+    ) -> Result<(), IndexError> {
         let n = hashes.len();
         if n == 0 {
             return Ok(());
@@ -399,7 +468,7 @@ impl OclIndex {
                 }
                 kernels.push(
                     ExecuteKernel::new(&self.search)
-                        .set_arg(&self.table)
+                        .set_arg(&self.tables[t])
                         .set_arg(&bs)
                         .set_arg(&bl)
                         .set_arg(&bo)
@@ -445,26 +514,31 @@ impl OclIndex {
         entries: &[(KeyHash, Location)],
         out: &mut [InsertOutcome],
     ) -> Result<(), IndexError> {
-        let mut todo: Vec<usize> = (0..entries.len()).collect();
-        while !todo.is_empty() {
-            let mut round = Vec::new();
-            let mut later = Vec::new();
-            let mut seen = std::collections::HashSet::new();
-            for i in todo {
-                if seen.insert(entries[i].0.sig) {
-                    round.push(i);
-                } else {
-                    later.push(i);
+        for t in 0..self.tables.len() {
+            let mut todo: Vec<usize> = (0..entries.len())
+                .filter(|&i| self.table_of(&entries[i].0) == t)
+                .collect();
+            while !todo.is_empty() {
+                let mut round = Vec::new();
+                let mut later = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                for i in todo {
+                    if seen.insert(entries[i].0.sig) {
+                        round.push(i);
+                    } else {
+                        later.push(i);
+                    }
                 }
+                self.insert_round(t, entries, &round, out)?;
+                todo = later;
             }
-            self.insert_round(entries, &round, out)?;
-            todo = later;
         }
         Ok(())
     }
 
     fn insert_round(
         &mut self,
+        t: usize,
         entries: &[(KeyHash, Location)],
         round: &[usize],
         out: &mut [InsertOutcome],
@@ -480,7 +554,7 @@ impl OclIndex {
         // SAFETY: arguments match `insert` in index.cl; buffers hold n words; i < n guarded.
         let ev = unsafe {
             ExecuteKernel::new(&self.insert)
-                .set_arg(&self.table)
+                .set_arg(&self.tables[t])
                 .set_arg(&bs)
                 .set_arg(&bl)
                 .set_arg(&bc)
@@ -507,7 +581,7 @@ impl OclIndex {
             // SAFETY: arguments match `displace`; one work-item walks the pending list.
             let ev = unsafe {
                 ExecuteKernel::new(&self.displace)
-                    .set_arg(&self.table)
+                    .set_arg(&self.tables[t])
                     .set_arg(&bs)
                     .set_arg(&bl)
                     .set_arg(&bc)
@@ -549,7 +623,22 @@ impl OclIndex {
         entries: &[(KeyHash, Location)],
         out: &mut [bool],
     ) -> Result<(), IndexError> {
-        let mut todo: Vec<usize> = (0..entries.len()).collect();
+        for t in 0..self.tables.len() {
+            let todo: Vec<usize> = (0..entries.len())
+                .filter(|&i| self.table_of(&entries[i].0) == t)
+                .collect();
+            self.delete_in(t, entries, todo, out)?;
+        }
+        Ok(())
+    }
+
+    fn delete_in(
+        &mut self,
+        t: usize,
+        entries: &[(KeyHash, Location)],
+        mut todo: Vec<usize>,
+        out: &mut [bool],
+    ) -> Result<(), IndexError> {
         while !todo.is_empty() {
             let mut round = Vec::new();
             let mut later = Vec::new();
@@ -576,7 +665,7 @@ impl OclIndex {
             // SAFETY: arguments match `remove` in index.cl; buffers hold n words.
             let ev = unsafe {
                 ExecuteKernel::new(&self.remove)
-                    .set_arg(&self.table)
+                    .set_arg(&self.tables[t])
                     .set_arg(&bs)
                     .set_arg(&bl)
                     .set_arg(&bc)
@@ -632,6 +721,6 @@ impl IndexBackend for OclIndex {
     }
 
     fn table_bytes(&self) -> usize {
-        (self.mask as usize + 1) * 64
+        (self.mask as usize + 1) * 64 * self.tables.len()
     }
 }
