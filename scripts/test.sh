@@ -25,6 +25,7 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 need=()
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
 command -v memccapable >/dev/null 2>&1 || need+=(libmemcached-tools)
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 # PoCL: the OpenCL backend is tested for real on the CPU.
 [ -e /etc/OpenCL/vendors/pocl.icd ] || need+=(pocl-opencl-icd ocl-icd-libopencl1)
@@ -93,6 +94,15 @@ step "engine benchmark smoke run"
 # Proves the benchmark runs end to end (small data set; real figures: docs/BENCHMARKS.md).
 ./target/release/hkv-bench engine --dataset k8 --keys 200000 \
   --queries 200000 --runs 1 --threads 1,2 --workload a,b,c --dist uniform,zipf
+
+step "network benchmark: hkv-bench compare --quick against hkv, memcached and Redis"
+# Proves the load generator and the comparison run end to end and that every server answered
+# every preloaded key (real figures: scripts/compare.sh, docs/BENCHMARKS.md).
+if ./target/release/hkv-bench compare --quick --out "$(mktemp -d)"; then
+  echo "compare-quick: 1 passed, 0 failed" >>"$results"
+else
+  echo "compare-quick: 0 passed, 1 failed" >>"$results"
+fi
 
 step "summary"
 read -r passed failed < <(awk '

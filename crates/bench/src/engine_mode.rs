@@ -9,56 +9,11 @@ use hkv_index::{hash_key, IndexBackend, IndexSizing, KeyHash};
 use hkv_store::{chunk_sizes, ClassInfo, HEADER_BYTES};
 
 use crate::randaccess;
+use crate::workload::{median, write_key, Dataset, Dist, Workload};
 use crate::zipf::{KeyChooser, Rng};
 
 const NOW: u32 = 1_700_000_000;
 const PAGE: usize = 1 << 20;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-pub enum Dataset {
-    K8,
-    K16,
-    K32,
-    K128,
-}
-
-impl Dataset {
-    /// (key bytes, value bytes, default key count): the papers' data sets.
-    fn shape(self) -> (usize, usize, u64) {
-        match self {
-            Dataset::K8 => (8, 8, 10_000_000),
-            Dataset::K16 => (16, 64, 10_000_000),
-            Dataset::K32 => (32, 256, 4_000_000),
-            Dataset::K128 => (128, 1024, 1_000_000),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-pub enum Workload {
-    /// 50% GET, 50% SET.
-    A,
-    /// 95% GET.
-    B,
-    /// 100% GET.
-    C,
-}
-
-impl Workload {
-    fn get_percent(self) -> u64 {
-        match self {
-            Workload::A => 50,
-            Workload::B => 95,
-            Workload::C => 100,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
-pub enum Dist {
-    Uniform,
-    Zipf,
-}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -120,25 +75,6 @@ struct Line<'a> {
     /// `mops_per_thread` over the random-access limit measured in the same run.
     ratio_to_limit: f64,
     runs: Vec<f64>,
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
-fn write_key(id: u64, out: &mut [u8]) {
-    // Zero-padded decimal, as wide as the data set's key.
-    let mut x = id;
-    for b in out.iter_mut().rev() {
-        *b = b'0' + (x % 10) as u8;
-        x /= 10;
-    }
 }
 
 /// Keys of one thread's query stream, laid out flat so the timed loop does no formatting.

@@ -1,7 +1,11 @@
-//! `hkv-bench`: the papers' workloads against hkv.
+//! `hkv-bench`: the papers' workloads against hkv, memcached and Redis.
 
+mod compare;
 mod engine_mode;
+mod net;
+mod plot;
 mod randaccess;
+mod workload;
 mod zipf;
 
 use clap::{Parser, Subcommand};
@@ -18,10 +22,18 @@ enum Mode {
     /// The engine in-process, no network: index alone, whole GET path, YCSB mixes, and a
     /// hashbrown map and this machine's random-access limit as yardsticks.
     Engine(engine_mode::Args),
+    /// Load over TCP against any memcached-protocol server (text, meta, binary) or Redis
+    /// (RESP): closed or open loop, latency percentiles, server CPU per operation.
+    Net(net::Args),
+    /// Starts hkv, memcached and Redis on 127.0.0.1 with the same server threads, runs the
+    /// same workloads against each in turn, and writes a table and plots.
+    Compare(compare::Args),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().mode {
         Mode::Engine(args) => engine_mode::run(&args),
+        Mode::Net(args) => net::run(&args),
+        Mode::Compare(args) => compare::run(&args),
     }
 }

@@ -16,6 +16,29 @@ pub struct ServerStats {
     pub cmd_touch: AtomicU64,
     pub batches: AtomicU64,
     pub batched_requests: AtomicU64,
+    /// Wall time of each worker event-loop phase, by DIDO task, summed over passes.
+    pub tasks: TaskTimes,
+}
+
+/// Nanoseconds spent in RV, PP, the engine (MM, IN, KC, RD), WR and SD.
+#[derive(Default)]
+pub struct TaskTimes {
+    pub rv: AtomicU64,
+    pub pp: AtomicU64,
+    pub engine: AtomicU64,
+    pub wr: AtomicU64,
+    pub sd: AtomicU64,
+}
+
+impl TaskTimes {
+    pub(crate) fn add(counter: &AtomicU64, since: std::time::Instant) -> std::time::Instant {
+        let now = std::time::Instant::now();
+        counter.fetch_add(
+            (now - since).as_nanos() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        now
+    }
 }
 
 use std::io::Write;
@@ -186,6 +209,12 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
             stat(out, "expired_on_access", e.expired_on_access);
             stat(out, "expired_swept", e.expired_swept);
             stat(out, "flushes", e.flushes);
+            let t = &s.tasks;
+            stat(out, "task_rv_ns", t.rv.load(Ordering::Relaxed));
+            stat(out, "task_pp_ns", t.pp.load(Ordering::Relaxed));
+            stat(out, "task_engine_ns", t.engine.load(Ordering::Relaxed));
+            stat(out, "task_wr_ns", t.wr.load(Ordering::Relaxed));
+            stat(out, "task_sd_ns", t.sd.load(Ordering::Relaxed));
         }
         Some(_) => {
             line(out, "ERROR");

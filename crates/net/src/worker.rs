@@ -16,6 +16,7 @@ use slab::Slab;
 use crate::binary::{BinStep, Flow};
 use crate::conn::Conn;
 use crate::respond::{self, Step};
+use crate::stats::TaskTimes;
 use crate::Shared;
 use hkv_proto::binary::BinParsed;
 
@@ -168,6 +169,9 @@ impl Worker {
     /// RV for every ready connection, then PP, one engine batch, WR and SD.
     fn pass(&mut self, ready: &[usize]) {
         let read_cap = self.read_cap();
+        let shared = Arc::clone(&self.shared);
+        let tasks = &shared.stats.tasks;
+        let t0 = std::time::Instant::now();
         for &t in ready {
             if let Some(c) = self.conns.get_mut(t) {
                 if c.pending_output() > 0 {
@@ -185,8 +189,10 @@ impl Worker {
             }
         }
         self.receive_udp();
+        TaskTimes::add(&tasks.rv, t0);
         self.process(ready);
         self.udp_reqs.clear();
+        let _sd = Timed(&tasks.sd, std::time::Instant::now());
         for &t in ready {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
@@ -279,6 +285,7 @@ impl Worker {
 
     /// PP for every connection with input, one engine batch, then WR.
     fn process(&mut self, ready: &[usize]) {
+        let t0 = std::time::Instant::now();
         let limits = self.shared.config.limits;
         let now = unix_now();
         let mut plans: Vec<Plan> = Vec::new();
@@ -319,6 +326,8 @@ impl Worker {
             parse_input(&r.payload, 0, 0, Some(false), &limits, &mut batch, steps);
             udp_plans.push(start..steps.len());
         }
+        let tasks = &self.shared.stats.tasks;
+        let mut t0 = TaskTimes::add(&tasks.pp, t0);
         if !batch.is_empty() {
             self.shared
                 .engine
@@ -330,6 +339,7 @@ impl Worker {
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
         }
         drop(batch);
+        t0 = TaskTimes::add(&tasks.engine, t0);
         let mut stop = false;
         for plan in plans {
             let Some(c) = self.conns.get_mut(plan.token) else {
@@ -375,6 +385,7 @@ impl Worker {
                 }
             }
         }
+        TaskTimes::add(&tasks.wr, t0);
         if self.responses.data.capacity() > 4 << 20 {
             // A pass of large values: do not keep their memory for the next one.
             self.responses.data = Vec::new();
@@ -383,6 +394,15 @@ impl Worker {
             tracing::info!("shutdown command received");
             self.shared.stop_all();
         }
+    }
+}
+
+/// Adds the time from its start to `counter` when dropped (the send phase has early exits).
+struct Timed<'a>(&'a std::sync::atomic::AtomicU64, std::time::Instant);
+
+impl Drop for Timed<'_> {
+    fn drop(&mut self) {
+        TaskTimes::add(self.0, self.1);
     }
 }
 
