@@ -289,3 +289,26 @@ fn stats_fields_monitoring_scrapes() {
     }
     assert_eq!(c.call("stats nonsense\r\n", "\r\n"), "ERROR\r\n");
 }
+
+#[test]
+fn stats_hkv_times_every_dido_task() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    let task = |s: &str, n: &str| -> u64 {
+        s.lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT task_{n}_ns ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no task_{n}_ns in {s}"))
+    };
+    let before = c.call("stats hkv\r\n", "END\r\n");
+    for i in 0..200 {
+        c.call(&format!("set k{i} 0 0 1\r\nx\r\nget k{i}\r\n"), "END\r\n");
+    }
+    let after = c.call("stats hkv\r\n", "END\r\n");
+    for n in ["rv", "pp", "engine", "wr", "sd"] {
+        assert!(
+            task(&after, n) > task(&before, n),
+            "task_{n}_ns did not grow over 400 requests"
+        );
+    }
+}
