@@ -25,6 +25,8 @@ pub struct EngineConfig {
     pub buckets_per_partition: Option<u32>,
     /// Where index work runs.
     pub backend: Backend,
+    /// Bounds of the batch interval C and the write period (Mega-KV §5).
+    pub schedule: crate::ScheduleConfig,
 }
 
 /// `--engine`: where the index lives.
@@ -49,6 +51,7 @@ impl Default for EngineConfig {
             expected_item_bytes: 96,
             buckets_per_partition: None,
             backend: Backend::Cpu,
+            schedule: crate::ScheduleConfig::default(),
         }
     }
 }

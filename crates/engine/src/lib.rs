@@ -11,11 +11,13 @@ mod engine;
 mod index;
 mod partition;
 mod request;
+mod schedule;
 mod shared;
 mod stats;
 
 pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use partition::Partition;
 pub use request::{Op, Request, Response, Responses};
+pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};
 pub use shared::{ClassStats, Scratch, SharedEngine};
 pub use stats::EngineStats;

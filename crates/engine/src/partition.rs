@@ -35,6 +35,26 @@ pub struct Partition {
     group_hashes: Vec<KeyHash>,
     group_locs: Vec<Location>,
     value_buf: Vec<u8>,
+    /// The current batch's index work, for the scheduler's cost fit.
+    timing: BatchTiming,
+}
+
+/// Operations in one batch and the time spent on them (searches: IN; writes: MM + IN).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BatchTiming {
+    pub reads: u64,
+    pub search_ns: u64,
+    pub writes: u64,
+    pub write_ns: u64,
+}
+
+impl BatchTiming {
+    pub fn add(&mut self, o: &BatchTiming) {
+        self.reads += o.reads;
+        self.search_ns += o.search_ns;
+        self.writes += o.writes;
+        self.write_ns += o.write_ns;
+    }
 }
 
 impl std::fmt::Debug for Partition {
@@ -61,7 +81,13 @@ impl Partition {
             group_hashes: Vec::with_capacity(READ_GROUP),
             group_locs: Vec::with_capacity(READ_GROUP),
             value_buf: Vec::new(),
+            timing: BatchTiming::default(),
         }
+    }
+
+    /// The index work of the batches run since the last call.
+    pub fn take_timing(&mut self) -> BatchTiming {
+        std::mem::take(&mut self.timing)
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -205,7 +231,10 @@ impl Partition {
                 self.flush_reads(reqs, hashes, now, results, data);
             }
             self.last_cas = 0;
+            let t = std::time::Instant::now();
             results[iu] = self.write(req, &h, now, data);
+            self.timing.writes += 1;
+            self.timing.write_ns += t.elapsed().as_nanos() as u64;
             cas_out[iu] = self.last_cas;
         }
         if !self.group.is_empty() {
@@ -227,12 +256,15 @@ impl Partition {
             .extend(self.group.iter().map(|&i| hashes[i as usize]));
         self.group_locs.clear();
         self.group_locs.resize(self.group.len(), NO_LOCATION);
+        let t = std::time::Instant::now();
         self.index.search(
             &self.store,
             &self.group_hashes,
             &mut self.group_locs,
             &mut self.dropped,
         );
+        self.timing.reads += self.group.len() as u64;
+        self.timing.search_ns += t.elapsed().as_nanos() as u64;
         self.free_dropped();
         // KC + RD, in arrival order, with the items of later queries already loading.
         for &loc in self.group_locs.iter().take(ITEM_PREFETCH_DISTANCE) {

@@ -6,19 +6,25 @@
 //! partitions as workers two workers rarely want the same one at the same moment.
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use hkv_index::{hash_key, KeyHash};
 use hkv_mem::Arena;
 use hkv_store::{expiry_from_exptime, ClassInfo, Expiry, StoreStats};
 
 use crate::engine::{Engine, EngineConfig, EngineError};
-use crate::partition::Partition;
+use crate::partition::{BatchTiming, Partition};
 use crate::request::{Request, Response, Responses};
+use crate::schedule::{ScheduleStats, Scheduler};
 use crate::stats::EngineStats;
 
 pub struct SharedEngine {
     arena: Arc<Arena>,
     partitions: Vec<Mutex<Partition>>,
+    /// Chooses the batch interval C from the batches' measured costs (Mega-KV §5).
+    scheduler: Mutex<Scheduler>,
+    /// Model time zero for the scheduler.
+    epoch: Instant,
 }
 
 /// Per-caller scratch, so batches allocate nothing once warm.
@@ -42,6 +48,8 @@ impl SharedEngine {
         Ok(SharedEngine {
             arena,
             partitions: parts.into_iter().map(Mutex::new).collect(),
+            scheduler: Mutex::new(Scheduler::new(config.schedule)),
+            epoch: Instant::now(),
         })
     }
 
@@ -65,9 +73,15 @@ impl SharedEngine {
     pub fn execute(&self, reqs: &[Request<'_>], now: u32, out: &mut Responses, s: &mut Scratch) {
         let n = self.partitions.len() as u32;
         if n == 1 {
-            self.lock(0).execute(reqs, now, out);
+            let timing = {
+                let mut p = self.lock(0);
+                p.execute(reqs, now, out);
+                p.take_timing()
+            };
+            self.observe(&timing);
             return;
         }
+        let mut timing = BatchTiming::default();
         s.hashes.clear();
         s.hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
         s.owners.clear();
@@ -82,7 +96,8 @@ impl SharedEngine {
             }
             let owners = &s.owners;
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
-            self.lock(p as usize).run(
+            let mut part = self.lock(p as usize);
+            part.run(
                 reqs,
                 &s.hashes,
                 mine,
@@ -91,7 +106,48 @@ impl SharedEngine {
                 &mut cas[base..],
                 data,
             );
+            timing.add(&part.take_timing());
         }
+        self.observe(&timing);
+    }
+
+    fn scheduler(&self) -> MutexGuard<'_, Scheduler> {
+        self.scheduler
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn observe(&self, t: &BatchTiming) {
+        let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
+        self.scheduler().observe(
+            now_us,
+            t.reads,
+            t.search_ns as f64 / 1000.0,
+            t.writes,
+            t.write_ns as f64 / 1000.0,
+        );
+    }
+
+    /// How long a worker whose last batch started at `last_launch` should keep collecting
+    /// requests before launching the next (zero: launch now).
+    pub fn batch_wait(&self, last_launch: Instant) -> Duration {
+        let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
+        let last_us = last_launch
+            .saturating_duration_since(self.epoch)
+            .as_secs_f64()
+            * 1e6;
+        Duration::from_secs_f64(self.scheduler().wait_us(last_us, now_us) / 1e6)
+    }
+
+    /// The scheduler's interval, fitted costs and observed load.
+    pub fn schedule_stats(&self) -> ScheduleStats {
+        self.scheduler().stats()
+    }
+
+    /// The configured bounds of C (microseconds).
+    pub fn schedule_bounds(&self) -> (f64, f64) {
+        let c = self.scheduler().config();
+        (c.min_us, c.max_us)
     }
 
     /// `flush_all [delay]` with memcached's exptime rules for the delay.

@@ -209,6 +209,32 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
             stat(out, "expired_on_access", e.expired_on_access);
             stat(out, "expired_swept", e.expired_swept);
             stat(out, "flushes", e.flushes);
+            let sc = shared.engine.schedule_stats();
+            let (lo, hi) = shared.engine.schedule_bounds();
+            stat(out, "batch_interval_us", format!("{:.1}", sc.interval_us));
+            stat(out, "batch_interval_min_us", format!("{lo:.1}"));
+            stat(out, "batch_interval_max_us", format!("{hi:.1}"));
+            let per = |n: u64| format!("{:.2}", n as f64 / sc.batches.max(1) as f64);
+            stat(out, "avg_search_batch", per(sc.searches));
+            stat(out, "avg_write_batch", per(sc.writes));
+            stat(
+                out,
+                "fit_search_k_ns",
+                format!("{:.2}", sc.k_search * 1000.0),
+            );
+            stat(
+                out,
+                "fit_search_b_ns",
+                format!("{:.1}", sc.b_search * 1000.0),
+            );
+            stat(out, "fit_write_k_ns", format!("{:.2}", sc.k_write * 1000.0));
+            stat(out, "fit_write_b_ns", format!("{:.1}", sc.b_write * 1000.0));
+            stat(
+                out,
+                "arrival_per_s",
+                format!("{:.0}", sc.arrival_per_us * 1e6),
+            );
+            stat(out, "get_share", format!("{:.3}", sc.get_share));
             let t = &s.tasks;
             stat(out, "task_rv_ns", t.rv.load(Ordering::Relaxed));
             stat(out, "task_pp_ns", t.pp.load(Ordering::Relaxed));

@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hkv_engine::{Op, Request, Responses, Scratch};
 use hkv_proto::text::{self, ArithOp, Command, Parsed, StoreOp};
@@ -91,6 +91,7 @@ impl Worker {
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<usize> = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
+        let mut last_launch = Instant::now();
         loop {
             let timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -105,14 +106,22 @@ impl Worker {
             }
             ready.clear();
             ready.append(&mut pending);
-            for ev in events.iter() {
-                if ev.token() == WAKE {
-                    self.accept_new(&mut ready);
-                } else if ev.token() == UDP {
-                    self.udp_ready = true;
-                } else {
-                    ready.push(ev.token().0);
+            self.collect(&events, &mut ready);
+            if !ready.is_empty() || self.udp_ready {
+                // The periodic scheduler: keep collecting until the interval C since this
+                // worker's last batch has passed, so everything that arrives meanwhile joins
+                // one batch. Requests stay in their connections' buffers until then.
+                let wait = self.shared.engine.batch_wait(last_launch);
+                if !wait.is_zero() {
+                    std::thread::sleep(wait);
+                    if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() {
+                        self.collect(&events, &mut ready);
+                    }
+                    if self.shared.stop.load(Ordering::SeqCst) {
+                        break;
+                    }
                 }
+                last_launch = Instant::now();
             }
             ready.sort_unstable();
             ready.dedup();
@@ -129,6 +138,18 @@ impl Worker {
         let tokens: Vec<usize> = self.conns.iter().map(|(t, _)| t).collect();
         for t in tokens {
             self.close(t);
+        }
+    }
+
+    fn collect(&mut self, events: &Events, ready: &mut Vec<usize>) {
+        for ev in events.iter() {
+            if ev.token() == WAKE {
+                self.accept_new(ready);
+            } else if ev.token() == UDP {
+                self.udp_ready = true;
+            } else {
+                ready.push(ev.token().0);
+            }
         }
     }
 

@@ -49,6 +49,12 @@ pub struct Cli {
     /// OpenCL device number (in the order the platforms list them) for --engine opencl.
     #[arg(long)]
     pub opencl_device: Option<usize>,
+    /// Bounds of the batch interval C in microseconds, `MIN..MAX` (or one value to fix it):
+    /// each worker collects requests for C before launching a batch, and C is chosen within
+    /// the bounds from the batches' measured costs and the load (Mega-KV §5). Default 0..1000:
+    /// on the CPU backend that is a batch every event-loop pass.
+    #[arg(long, value_name = "MIN..MAX")]
+    pub batch_interval_us: Option<String>,
     /// A TOML file with the same settings (flags given on the command line win).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -75,6 +81,8 @@ pub struct Settings {
     /// cpu, opencl or auto.
     pub engine: String,
     pub opencl_device: Option<usize>,
+    /// `MIN..MAX` microseconds (or one number).
+    pub batch_interval_us: String,
 }
 
 impl Default for Settings {
@@ -92,8 +100,36 @@ impl Default for Settings {
             verbose: 0,
             engine: "cpu".into(),
             opencl_device: None,
+            batch_interval_us: "0..1000".into(),
         }
     }
+}
+
+/// `"MIN..MAX"` or `"C"` in microseconds.
+pub fn parse_interval(s: &str) -> Result<(f64, f64), String> {
+    let num = |t: &str| -> Result<f64, String> {
+        let v: f64 = t
+            .trim()
+            .parse()
+            .map_err(|_| format!("batch interval {s:?}: {t:?} is not a number of microseconds"))?;
+        if !(0.0..=1_000_000.0).contains(&v) {
+            return Err(format!(
+                "batch interval {s:?}: must be 0..1000000 microseconds"
+            ));
+        }
+        Ok(v)
+    };
+    let (lo, hi) = match s.split_once("..") {
+        Some((a, b)) => (num(a)?, num(b)?),
+        None => {
+            let v = num(s)?;
+            (v, v)
+        }
+    };
+    if lo > hi {
+        return Err(format!("batch interval {s:?}: MIN is above MAX"));
+    }
+    Ok((lo, hi))
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {
@@ -156,6 +192,10 @@ impl Settings {
             ["cpu", "opencl", "auto"].contains(&s.engine.as_str()),
             "engine must be cpu, opencl or auto"
         );
+        if let Some(v) = &cli.batch_interval_us {
+            s.batch_interval_us = v.clone();
+        }
+        parse_interval(&s.batch_interval_us).map_err(|e| anyhow::anyhow!(e))?;
         s.verbose = s.verbose.max(cli.verbose);
         anyhow::ensure!(
             s.threads >= 1 && s.threads <= 256,
@@ -171,6 +211,16 @@ impl Settings {
             "connection limit must be at least 1"
         );
         Ok(s)
+    }
+
+    pub fn schedule(&self) -> hkv_engine::ScheduleConfig {
+        // Validated when the settings were made.
+        let (min_us, max_us) = parse_interval(&self.batch_interval_us).unwrap_or((0.0, 1000.0));
+        hkv_engine::ScheduleConfig {
+            min_us,
+            max_us,
+            ..hkv_engine::ScheduleConfig::default()
+        }
     }
 
     pub fn backend(&self) -> hkv_engine::Backend {

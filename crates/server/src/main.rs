@@ -38,6 +38,7 @@ fn main() -> anyhow::Result<()> {
         page_size,
         growth_factor: settings.growth_factor,
         backend: settings.backend(),
+        schedule: settings.schedule(),
         ..EngineConfig::default()
     })?;
     tracing::info!(backends = ?engine.backends(), "engine ready");
