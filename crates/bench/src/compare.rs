@@ -71,11 +71,11 @@ const UNPIPE: (usize, usize) = (16, 1);
 const FRACTIONS: [f64; 4] = [0.25, 0.5, 0.75, 0.9];
 
 /// A server started for the comparison, stopped (by PID) when dropped.
-struct Server {
-    name: &'static str,
-    child: Child,
-    addr: SocketAddr,
-    protocols: &'static [Protocol],
+pub(crate) struct Server {
+    pub name: &'static str,
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub protocols: &'static [Protocol],
 }
 
 impl Drop for Server {
@@ -117,20 +117,26 @@ fn wait_listening(child: &mut Child, addr: SocketAddr, name: &str) -> anyhow::Re
     anyhow::bail!("{name} did not listen on {addr} within 15 s")
 }
 
-fn hkv_binary(args: &Args) -> anyhow::Result<PathBuf> {
-    if let Some(p) = &args.hkv {
-        return Ok(p.clone());
+fn hkv_binary(hkv: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = hkv {
+        return Ok(p.to_path_buf());
     }
     let me = std::env::current_exe()?;
     Ok(me.with_file_name("hkv"))
 }
 
-fn start(name: &str, args: &Args, threads: usize, mem: usize) -> anyhow::Result<Server> {
+pub(crate) fn start(
+    name: &str,
+    hkv: Option<&Path>,
+    extra: &[String],
+    threads: usize,
+    mem: usize,
+) -> anyhow::Result<Server> {
     let t = threads.to_string();
     let m = mem.to_string();
     match name {
         "hkv" => {
-            let bin = hkv_binary(args)?;
+            let bin = hkv_binary(hkv)?;
             let mut child = Command::new(&bin)
                 .args([
                     "-p",
@@ -144,6 +150,7 @@ fn start(name: &str, args: &Args, threads: usize, mem: usize) -> anyhow::Result<
                     "-c",
                     "4096",
                 ])
+                .args(extra)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
@@ -327,7 +334,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
     let mut servers = Vec::new();
     for name in &args.servers {
-        let s = start(name, args, args.server_threads, mem)?;
+        let s = start(name, args.hkv.as_deref(), &[], args.server_threads, mem)?;
         eprintln!("{} on {} (pid {})", s.name, s.addr, s.child.id());
         let mut a = base.clone();
         a.target = s.addr.to_string();
@@ -709,7 +716,7 @@ impl Report<'_> {
     }
 }
 
-fn relative(path: &Path, from: &Path) -> String {
+pub(crate) fn relative(path: &Path, from: &Path) -> String {
     let (p, f) = (abs(path), abs(from));
     let common = p
         .components()
@@ -737,13 +744,23 @@ fn abs(p: &Path) -> PathBuf {
 
 /// Replaces the text between the compare markers of `path` (appends it if there are none).
 fn write_section(path: &Path, section: &str) -> anyhow::Result<()> {
+    write_marked(path, BEGIN, END, section)
+}
+
+/// Replaces the text between `begin` and `end` in `path` (appends the block if absent).
+pub(crate) fn write_marked(
+    path: &Path,
+    begin: &str,
+    end: &str,
+    section: &str,
+) -> anyhow::Result<()> {
     let old = std::fs::read_to_string(path).unwrap_or_default();
-    let block = format!("{BEGIN}\n{section}{END}\n");
-    let new = match (old.find(BEGIN), old.find(END)) {
+    let block = format!("{begin}\n{section}{end}\n");
+    let new = match (old.find(begin), old.find(end)) {
         (Some(b), Some(e)) if e > b => format!(
             "{}{block}{}",
             &old[..b],
-            &old[e + END.len()..].trim_start_matches('\n')
+            &old[e + end.len()..].trim_start_matches('\n')
         ),
         _ => format!("{old}\n{block}"),
     };

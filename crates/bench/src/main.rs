@@ -2,6 +2,7 @@
 
 mod compare;
 mod engine_mode;
+mod interval;
 mod net;
 mod plot;
 mod randaccess;
@@ -28,6 +29,8 @@ enum Mode {
     /// Starts hkv, memcached and Redis on 127.0.0.1 with the same server threads, runs the
     /// same workloads against each in turn, and writes a table and plots.
     Compare(compare::Args),
+    /// hkv alone at several fixed batch intervals C: throughput against C and latency CDFs.
+    Interval(interval::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -35,5 +38,6 @@ fn main() -> anyhow::Result<()> {
         Mode::Engine(args) => engine_mode::run(&args),
         Mode::Net(args) => net::run(&args),
         Mode::Compare(args) => compare::run(&args),
+        Mode::Interval(args) => interval::run(&args),
     }
 }
