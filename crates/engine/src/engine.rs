@@ -131,7 +131,12 @@ impl Engine {
                     }
                 }
             };
-            partitions.push(Partition::new(index, device, store));
+            partitions.push(Partition::new(
+                index,
+                device,
+                store,
+                config.schedule.write_every,
+            ));
         }
         Ok(Engine {
             arena,
@@ -188,6 +193,18 @@ impl Engine {
                 data,
             );
         }
+    }
+
+    /// Applies every partition's waiting index writes now.
+    pub fn apply_pending(&mut self) {
+        for p in &mut self.partitions {
+            p.apply_pending();
+        }
+    }
+
+    /// Index writes waiting in the same-key tables.
+    pub fn pending_writes(&self) -> usize {
+        self.partitions.iter().map(|p| p.pending_writes()).sum()
     }
 
     pub fn stats(&self) -> EngineStats {

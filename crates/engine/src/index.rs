@@ -15,6 +15,8 @@ pub(crate) struct Index {
     /// callback); rebuild before anything else touches the index.
     pending_rebuild: bool,
     pub fallbacks: u64,
+    /// Times the CPU table was rebuilt from the store (whoever caches index state checks it).
+    pub rebuilds: u64,
     pub last_error: Option<String>,
 }
 
@@ -25,6 +27,7 @@ impl Index {
             device,
             pending_rebuild: false,
             fallbacks: 0,
+            rebuilds: 0,
             last_error: None,
         }
     }
@@ -62,6 +65,7 @@ impl Index {
     /// index slot is taken by a signature collision are returned to the caller to free.
     fn rebuild(&mut self, store: &SlabStore) -> Vec<Location> {
         self.pending_rebuild = false;
+        self.rebuilds += 1;
         self.cpu.clear();
         let mut dropped = Vec::new();
         store.for_each_live(|key, loc| match self.cpu.insert_one(&hash_key(key), loc) {
@@ -117,38 +121,52 @@ impl Index {
         self.cpu.search_one(h)
     }
 
-    pub fn insert_one(
+    /// Inserts a batch (the delayed writes of a partition) in one device call; `out` gets one
+    /// outcome per entry. After a device failure the rebuilt table already holds every live
+    /// item, so the batch is not redone (the caller sees `rebuilds` move).
+    pub fn insert_many(
         &mut self,
         store: &SlabStore,
-        h: &KeyHash,
-        loc: Location,
+        entries: &[(KeyHash, Location)],
+        out: &mut Vec<InsertOutcome>,
         dropped: &mut Vec<Location>,
-    ) -> InsertOutcome {
-        if let Some(d) = &mut self.device {
-            let mut out = [InsertOutcome::Inserted];
-            match d.try_insert(&[(*h, loc)], &mut out) {
-                Ok(()) => return out[0],
-                Err(e) => dropped.extend(self.on_error(e, store)),
-            }
+    ) {
+        out.clear();
+        out.resize(entries.len(), InsertOutcome::Inserted);
+        if entries.is_empty() {
+            return;
         }
-        self.cpu.insert_one(h, loc)
+        if let Some(d) = &mut self.device {
+            if let Err(e) = d.try_insert(entries, out) {
+                dropped.extend(self.on_error(e, store));
+            }
+            return;
+        }
+        for (o, (h, loc)) in out.iter_mut().zip(entries) {
+            *o = self.cpu.insert_one(h, *loc);
+        }
     }
 
-    pub fn delete_one(
+    /// Deletes a batch of (hash, location) entries in one device call.
+    pub fn delete_many(
         &mut self,
         store: &SlabStore,
-        h: &KeyHash,
-        loc: Location,
+        entries: &[(KeyHash, Location)],
         dropped: &mut Vec<Location>,
-    ) -> bool {
-        if let Some(d) = &mut self.device {
-            let mut out = [false];
-            match d.try_delete(&[(*h, loc)], &mut out) {
-                Ok(()) => return out[0],
-                Err(e) => dropped.extend(self.on_error(e, store)),
-            }
+    ) {
+        if entries.is_empty() {
+            return;
         }
-        self.cpu.delete_one(h, loc)
+        if let Some(d) = &mut self.device {
+            let mut out = vec![false; entries.len()];
+            if let Err(e) = d.try_delete(entries, &mut out) {
+                dropped.extend(self.on_error(e, store));
+            }
+            return;
+        }
+        for (h, loc) in entries {
+            self.cpu.delete_one(h, *loc);
+        }
     }
 
     /// A delete from inside the store's reclaim callback, where the store cannot be read: a

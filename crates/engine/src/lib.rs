@@ -10,6 +10,7 @@
 mod engine;
 mod index;
 mod partition;
+mod pending;
 mod request;
 mod schedule;
 mod shared;

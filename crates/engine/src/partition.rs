@@ -5,6 +5,7 @@ use hkv_index::{hash_key, CpuIndex, InsertOutcome, KeyHash, Location, NO_LOCATIO
 use hkv_store::{expiry_from_exptime, Expiry, SlabStore, StoreError, StoreStats};
 
 use crate::index::Index;
+use crate::pending::{SameKeyTable, Waiting};
 use crate::request::{Op, Request, Response, Responses};
 use crate::stats::EngineStats;
 
@@ -17,6 +18,9 @@ const ITEM_PREFETCH_DISTANCE: usize = 16;
 /// up on at once (bounds the pause one batch can see).
 const SWEEP_SLOTS_PER_SECOND: u32 = 8192;
 const SWEEP_MAX_SECONDS: u32 = 8;
+/// Keys whose index writes may wait at once; a full table is applied early. It bounds the
+/// retired versions held back from reuse and the table's own memory.
+const PENDING_LIMIT: usize = 4096;
 
 pub struct Partition {
     index: Index,
@@ -37,6 +41,18 @@ pub struct Partition {
     value_buf: Vec<u8>,
     /// The current batch's index work, for the scheduler's cost fit.
     timing: BatchTiming,
+    /// Index writes waiting for their delayed batch, by key.
+    pending: SameKeyTable,
+    /// Apply the waiting index writes every this many batches (the scheduler's n).
+    write_every: u32,
+    batches_since_apply: u32,
+    /// `index.rebuilds` when the table was last known to agree with the index.
+    seen_rebuilds: u64,
+    // Scratch for applying the table.
+    applying: Vec<Waiting>,
+    apply_entries: Vec<(KeyHash, Location)>,
+    apply_owner: Vec<u32>,
+    apply_outcomes: Vec<InsertOutcome>,
 }
 
 /// Operations in one batch and the time spent on them (searches: IN; writes: MM + IN).
@@ -67,7 +83,12 @@ impl std::fmt::Debug for Partition {
 }
 
 impl Partition {
-    pub(crate) fn new(index: CpuIndex, device: Option<OclIndex>, store: SlabStore) -> Partition {
+    pub(crate) fn new(
+        index: CpuIndex,
+        device: Option<OclIndex>,
+        store: SlabStore,
+        write_every: u32,
+    ) -> Partition {
         Partition {
             index: Index::new(index, device),
             dropped: Vec::new(),
@@ -82,6 +103,14 @@ impl Partition {
             group_locs: Vec::with_capacity(READ_GROUP),
             value_buf: Vec::new(),
             timing: BatchTiming::default(),
+            pending: SameKeyTable::default(),
+            write_every: write_every.max(2),
+            batches_since_apply: 0,
+            seen_rebuilds: 0,
+            applying: Vec::new(),
+            apply_entries: Vec::new(),
+            apply_owner: Vec::new(),
+            apply_outcomes: Vec::new(),
         }
     }
 
@@ -105,6 +134,8 @@ impl Partition {
     }
 
     fn flush_now(&mut self) {
+        // Retired versions are freed with everything else.
+        self.pending.clear();
         self.index.clear(&self.store);
         self.store.clear();
         self.flush_at = None;
@@ -148,16 +179,166 @@ impl Partition {
         self.index.fallbacks
     }
 
-    /// Removes an item's index entry and frees its chunk.
-    fn unlink(&mut self, h: &KeyHash, loc: Location) {
-        self.index
-            .delete_one(&self.store, h, loc, &mut self.dropped);
-        self.store.free(loc);
-        self.free_dropped();
+    /// Removes the live version `loc` of `key`: at once from reads, from the index with the
+    /// next batch of delayed writes.
+    fn unlink(&mut self, key: &[u8], h: &KeyHash, loc: Location) {
+        match self.pending.get_mut(key) {
+            Some(w) => {
+                // Never indexed: nothing points here but the table.
+                if w.newest == Some(loc) {
+                    w.newest = None;
+                    self.store.free(loc);
+                }
+                self.stats.merged_writes += 1;
+            }
+            None => {
+                self.store.retire(loc);
+                self.pending.insert(
+                    key,
+                    Waiting {
+                        hash: *h,
+                        newest: None,
+                        indexed: Some(loc),
+                    },
+                );
+            }
+        }
     }
 
-    /// Frees items an index rebuild had to drop, counting them as evictions.
+    /// Makes `loc` the newest version of `key`; `cur` is the live version it replaces.
+    fn link(&mut self, key: &[u8], h: &KeyHash, loc: Location, cur: Option<Location>) {
+        match self.pending.get_mut(key) {
+            Some(w) => {
+                if let Some(c) = cur.filter(|&c| w.newest == Some(c)) {
+                    // An intermediate version, never indexed: free it now.
+                    self.store.free(c);
+                }
+                w.newest = Some(loc);
+                self.stats.merged_writes += 1;
+            }
+            None => {
+                if let Some(c) = cur {
+                    self.store.retire(c);
+                }
+                self.pending.insert(
+                    key,
+                    Waiting {
+                        hash: *h,
+                        newest: Some(loc),
+                        indexed: cur,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Waiting index writes (keys in the same-key table).
+    pub fn pending_writes(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Applies every waiting index write as one batch: inserts of newest versions, deletes of
+    /// what the index still holds for deleted keys, then frees the retired versions the index
+    /// has let go of.
+    pub fn apply_pending(&mut self) {
+        self.batches_since_apply = 0;
+        if self.pending.is_empty() {
+            return;
+        }
+        let t = std::time::Instant::now();
+        let mut work = std::mem::take(&mut self.applying);
+        let mut entries = std::mem::take(&mut self.apply_entries);
+        let mut owner = std::mem::take(&mut self.apply_owner);
+        let mut outcomes = std::mem::take(&mut self.apply_outcomes);
+        work.clear();
+        self.pending.drain_into(&mut work);
+        let applied = work.len() as u64;
+        entries.clear();
+        owner.clear();
+        for (i, w) in work.iter().enumerate() {
+            if let Some(n) = w.newest {
+                entries.push((w.hash, n));
+                owner.push(i as u32);
+            }
+        }
+        let rebuilds = self.index.rebuilds;
+        self.index
+            .insert_many(&self.store, &entries, &mut outcomes, &mut self.dropped);
+        if self.index.rebuilds == rebuilds {
+            for (k, outcome) in outcomes.iter().enumerate() {
+                let i = owner[k] as usize;
+                let n = entries[k].1;
+                match *outcome {
+                    InsertOutcome::Inserted => {}
+                    InsertOutcome::Replaced(prev) if prev == n => {}
+                    InsertOutcome::Replaced(prev) if Some(prev) == work[i].indexed => {
+                        work[i].indexed = None;
+                        self.store.free(prev);
+                    }
+                    InsertOutcome::Replaced(prev) => {
+                        // Another key with the same signature in the same bucket pair: the
+                        // index holds one of them, so the older one goes (and is counted).
+                        if self.drop_version(prev, &mut work) {
+                            self.stats.collision_evictions += 1;
+                        }
+                    }
+                    InsertOutcome::Evicted(victim) => {
+                        if self.drop_version(victim, &mut work) {
+                            self.stats.index_evictions += 1;
+                        }
+                    }
+                }
+            }
+            entries.clear();
+            entries.extend(work.iter().filter_map(|w| w.indexed.map(|l| (w.hash, l))));
+            self.index
+                .delete_many(&self.store, &entries, &mut self.dropped);
+        }
+        // Whatever the outcome (a device failure rebuilds the index from the live items,
+        // which holds none of these), the index no longer points at any retired version.
+        for w in &work {
+            if let Some(l) = w.indexed {
+                self.store.free(l);
+            }
+        }
+        self.free_dropped();
+        self.stats.applied_writes += applied;
+        self.stats.write_applies += 1;
+        self.timing.write_ns += t.elapsed().as_nanos() as u64;
+        self.applying = work;
+        self.apply_entries = entries;
+        self.apply_owner = owner;
+        self.apply_outcomes = outcomes;
+    }
+
+    /// Frees a version the index let go of while applying the table; true if it was a live
+    /// item (an eviction to count), false if it was a retired version waiting in `work`.
+    fn drop_version(&mut self, loc: Location, work: &mut [Waiting]) -> bool {
+        if self.store.free(loc) {
+            return true;
+        }
+        for w in work.iter_mut().filter(|w| w.indexed == Some(loc)) {
+            w.indexed = None;
+        }
+        false
+    }
+
+    /// Frees items an index rebuild had to drop, counting them as evictions. A rebuild also
+    /// makes the same-key table moot: the new index holds every live item (newest versions
+    /// included) and no retired one.
     fn free_dropped(&mut self) {
+        if self.index.rebuilds != self.seen_rebuilds {
+            self.seen_rebuilds = self.index.rebuilds;
+            let mut work = std::mem::take(&mut self.applying);
+            work.clear();
+            self.pending.drain_into(&mut work);
+            for w in &work {
+                if let Some(l) = w.indexed {
+                    self.store.free(l);
+                }
+            }
+            self.applying = work;
+        }
         for loc in std::mem::take(&mut self.dropped) {
             if self.store.free(loc) {
                 self.stats.collision_evictions += 1;
@@ -212,6 +393,11 @@ impl Partition {
         if self.flush_at.is_some_and(|at| at <= now) {
             self.flush_now();
         }
+        // Delayed scheduling (Mega-KV §5.1): index writes go as one batch every n batches.
+        if self.batches_since_apply >= self.write_every {
+            self.apply_pending();
+        }
+        self.batches_since_apply += 1;
         self.maybe_sweep(now);
         self.group.clear();
         for i in which {
@@ -236,6 +422,9 @@ impl Partition {
             self.timing.writes += 1;
             self.timing.write_ns += t.elapsed().as_nanos() as u64;
             cas_out[iu] = self.last_cas;
+            if self.pending.len() >= PENDING_LIMIT {
+                self.apply_pending();
+            }
         }
         if !self.group.is_empty() {
             self.flush_reads(reqs, hashes, now, results, data);
@@ -266,6 +455,15 @@ impl Partition {
         self.timing.reads += self.group.len() as u64;
         self.timing.search_ns += t.elapsed().as_nanos() as u64;
         self.free_dropped();
+        // Data forwarding: a key with a waiting write is answered from the same-key table.
+        if !self.pending.is_empty() {
+            for (j, &i) in self.group.iter().enumerate() {
+                if let Some(w) = self.pending.get(reqs[i as usize].key) {
+                    self.group_locs[j] = w.newest.unwrap_or(NO_LOCATION);
+                    self.stats.forwarded_reads += 1;
+                }
+            }
+        }
         // KC + RD, in arrival order, with the items of later queries already loading.
         for &loc in self.group_locs.iter().take(ITEM_PREFETCH_DISTANCE) {
             self.store.prefetch(loc);
@@ -313,25 +511,31 @@ impl Partition {
             }
         }
         if expired {
-            self.unlink(h, loc);
+            self.unlink(req.key, h, loc);
             self.stats.expired_on_access += 1;
         }
         self.stats.get_misses += 1;
         Response::Miss
     }
 
-    /// The live item for `key`: found in the index, key verified, not expired (an expired one
-    /// is removed on the spot).
+    /// The live item for `key`: found in the same-key table or the index, key verified, not
+    /// expired (an expired one is removed on the spot).
     fn find_live(&mut self, key: &[u8], h: &KeyHash, now: u32) -> Option<Location> {
-        let loc = self.index.search_one(&self.store, h, &mut self.dropped);
-        self.free_dropped();
+        let loc = match self.pending.get(key) {
+            Some(w) => w.newest.unwrap_or(NO_LOCATION),
+            None => {
+                let loc = self.index.search_one(&self.store, h, &mut self.dropped);
+                self.free_dropped();
+                loc
+            }
+        };
         let item = self.store.get(loc)?;
         if item.key() != key {
             self.stats.key_mismatches += 1;
             return None;
         }
         if item.is_expired(now) {
-            self.unlink(h, loc);
+            self.unlink(key, h, loc);
             self.stats.expired_on_access += 1;
             return None;
         }
@@ -414,7 +618,7 @@ impl Partition {
                     Response::Exists
                 }
                 Some(loc) => {
-                    self.unlink(h, loc);
+                    self.unlink(req.key, h, loc);
                     self.stats.delete_hits += 1;
                     Response::Deleted
                 }
@@ -541,7 +745,7 @@ impl Partition {
             Expiry::AlreadyExpired => {
                 // memcached stores it and it is never seen again: the old value is gone too.
                 if let Some(old) = cur {
-                    self.unlink(h, old);
+                    self.unlink(key, h, old);
                 }
                 Response::Stored
             }
@@ -549,7 +753,8 @@ impl Partition {
         }
     }
 
-    /// MM + IN for a new version of `key`; `cur` is the live version it replaces, if any.
+    /// MM for a new version of `key` (its IN waits in the same-key table); `cur` is the live
+    /// version it replaces, if any.
     #[allow(clippy::too_many_arguments)]
     fn store_raw(
         &mut self,
@@ -561,37 +766,36 @@ impl Partition {
         now: u32,
         cur: Option<Location>,
     ) -> Response {
-        let Partition {
-            index,
-            store,
-            value_buf,
-            ..
-        } = self;
-        let buf: &[u8] = value_buf;
-        let (a, b): (&[u8], &[u8]) = match value {
-            Parts::One(v) => (v, &[]),
-            Parts::Buf => (buf, &[]),
-            Parts::Two(0, v) => (buf, v),
-            Parts::Two(_, v) => (v, buf),
-        };
-        let mut cur_reclaimed = false;
-        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |k, l, _why| {
-            // MM took back a live item: its index entry goes before the chunk is reused.
-            index.delete_in_reclaim(&hash_key(k), l);
-            cur_reclaimed |= Some(l) == cur;
-        });
-        // A device that failed inside that callback is replaced by a CPU table rebuilt from
-        // the store now (the new item included, the reclaimed ones not).
-        let settled = self.index.settle(&self.store);
-        self.dropped.extend(settled);
-        self.free_dropped();
+        if !self.pending.is_empty() {
+            let len = match value {
+                Parts::One(v) => v.len(),
+                Parts::Buf => self.value_buf.len(),
+                Parts::Two(_, v) => v.len() + self.value_buf.len(),
+            };
+            if !self.store.has_room(key.len(), len) {
+                // Free the retired versions the table holds back before CLOCK would take a
+                // live item for want of their chunks.
+                self.apply_pending();
+            }
+        }
+        let (mut stored, mut cur_reclaimed) =
+            self.store_item(key, &value, flags, raw_expiry, now, cur);
+        if matches!(stored, Err(StoreError::OutOfMemory)) && !self.pending.is_empty() {
+            // Retired versions hold chunks back from reuse until the index lets go of them.
+            self.apply_pending();
+            let cur = cur.filter(|_| !cur_reclaimed);
+            let again = self.store_item(key, &value, flags, raw_expiry, now, cur);
+            stored = again.0;
+            cur_reclaimed |= again.1;
+        }
+        let cur = cur.filter(|_| !cur_reclaimed);
         let (loc, cas) = match stored {
             Ok(v) => v,
             Err(e) => {
                 // memcached unlinks the old item when it cannot store the new one, so a
                 // failed SET never leaves stale data behind.
-                if let Some(old) = cur.filter(|_| !cur_reclaimed) {
-                    self.unlink(h, old);
+                if let Some(old) = cur {
+                    self.unlink(key, h, old);
                 }
                 return match e {
                     StoreError::TooLarge => Response::TooLarge,
@@ -600,29 +804,46 @@ impl Partition {
                 };
             }
         };
-        let outcome = self
-            .index
-            .insert_one(&self.store, h, loc, &mut self.dropped);
-        self.free_dropped();
-        match outcome {
-            InsertOutcome::Inserted => {}
-            // A rebuild already indexed the new item.
-            InsertOutcome::Replaced(prev) if prev == loc => {}
-            InsertOutcome::Replaced(prev) => {
-                if Some(prev) != cur {
-                    // Another key with the same signature in the same bucket pair: the index
-                    // holds one of them, so the older one is evicted (and counted).
-                    self.stats.collision_evictions += 1;
-                }
-                self.store.free(prev);
-            }
-            InsertOutcome::Evicted(victim) => {
-                self.stats.index_evictions += 1;
-                self.store.free(victim);
-            }
-        }
+        self.link(key, h, loc, cur);
         self.last_cas = cas;
         Response::Stored
+    }
+
+    /// The store call of [`Partition::store_raw`]; also says whether CLOCK took `cur` back.
+    fn store_item(
+        &mut self,
+        key: &[u8],
+        value: &Parts<'_>,
+        flags: u32,
+        raw_expiry: u32,
+        now: u32,
+        cur: Option<Location>,
+    ) -> (Result<(Location, u64), StoreError>, bool) {
+        let Partition {
+            index,
+            store,
+            value_buf,
+            pending,
+            ..
+        } = self;
+        let buf: &[u8] = value_buf;
+        let (a, b): (&[u8], &[u8]) = match *value {
+            Parts::One(v) => (v, &[]),
+            Parts::Buf => (buf, &[]),
+            Parts::Two(0, v) => (buf, v),
+            Parts::Two(_, v) => (v, buf),
+        };
+        let mut cur_reclaimed = false;
+        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |k, l, _why| {
+            cur_reclaimed |= Some(l) == cur;
+            forget_reclaimed(index, pending, k, l);
+        });
+        // A device that failed inside that callback is replaced by a CPU table rebuilt from
+        // the store now (the new item included, the reclaimed ones not).
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
+        (stored, cur_reclaimed)
     }
 
     /// Background expiry, bounded per call; runs when the clock has moved on.
@@ -640,10 +861,11 @@ impl Partition {
             index,
             store,
             stats,
+            pending,
             ..
         } = self;
         let freed = store.sweep_expired(now, seconds * SWEEP_SLOTS_PER_SECOND, |k, l, _| {
-            index.delete_in_reclaim(&hash_key(k), l);
+            forget_reclaimed(index, pending, k, l);
         });
         stats.expired_swept += freed as u64;
         let settled = self.index.settle(&self.store);
@@ -656,6 +878,19 @@ impl Partition {
     pub fn evictions(&self) -> u64 {
         self.store.stats().evictions + self.stats.index_evictions + self.stats.collision_evictions
     }
+}
+
+/// The store took back the live item `l` of key `k` (CLOCK or expiry): drop it from the index,
+/// or, if it is a newest version still waiting in the same-key table, from there (the key then
+/// reads as missing, and the index entry of its older version goes with the next apply).
+fn forget_reclaimed(index: &mut Index, pending: &mut SameKeyTable, k: &[u8], l: Location) {
+    if let Some(w) = pending.get_mut(k) {
+        if w.newest == Some(l) {
+            w.newest = None;
+            return;
+        }
+    }
+    index.delete_in_reclaim(&hash_key(k), l);
 }
 
 /// Where a new value's bytes come from (`Two(0, v)`: scratch buffer then `v`, i.e. append;

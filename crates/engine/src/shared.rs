@@ -5,6 +5,7 @@
 //! amortised over the whole batch (one event-loop pass of one worker), and with as many
 //! partitions as workers two workers rarely want the same one at the same moment.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,8 @@ pub struct SharedEngine {
     scheduler: Mutex<Scheduler>,
     /// Model time zero for the scheduler.
     epoch: Instant,
+    /// Each partition's waiting index writes, as of its last batch (read without its lock).
+    pending: Vec<AtomicUsize>,
 }
 
 /// Per-caller scratch, so batches allocate nothing once warm.
@@ -47,6 +50,7 @@ impl SharedEngine {
         let (arena, parts) = Engine::new(config)?.into_partitions();
         Ok(SharedEngine {
             arena,
+            pending: parts.iter().map(|_| AtomicUsize::new(0)).collect(),
             partitions: parts.into_iter().map(Mutex::new).collect(),
             scheduler: Mutex::new(Scheduler::new(config.schedule)),
             epoch: Instant::now(),
@@ -76,6 +80,7 @@ impl SharedEngine {
             let timing = {
                 let mut p = self.lock(0);
                 p.execute(reqs, now, out);
+                self.pending[0].store(p.pending_writes(), Ordering::Relaxed);
                 p.take_timing()
             };
             self.observe(&timing);
@@ -107,8 +112,34 @@ impl SharedEngine {
                 data,
             );
             timing.add(&part.take_timing());
+            self.pending[p as usize].store(part.pending_writes(), Ordering::Relaxed);
         }
         self.observe(&timing);
+    }
+
+    /// Whether any partition has index writes waiting for their delayed batch.
+    pub fn has_pending_writes(&self) -> bool {
+        self.pending.iter().any(|p| p.load(Ordering::Relaxed) > 0)
+    }
+
+    /// Index writes waiting in the same-key tables (the `pending_writes` stat).
+    pub fn pending_writes(&self) -> usize {
+        self.pending.iter().map(|p| p.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Applies waiting index writes now; an idle worker calls this so writes never wait on
+    /// traffic that is not coming.
+    pub fn apply_pending(&self) {
+        for (p, n) in self.pending.iter().enumerate() {
+            if n.load(Ordering::Relaxed) == 0 {
+                continue;
+            }
+            let mut part = self.lock(p);
+            part.apply_pending();
+            n.store(part.pending_writes(), Ordering::Relaxed);
+            // Idle time: not a batch the scheduler should fit its costs to.
+            part.take_timing();
+        }
     }
 
     fn scheduler(&self) -> MutexGuard<'_, Scheduler> {

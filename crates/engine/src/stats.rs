@@ -28,6 +28,13 @@ pub struct EngineStats {
     pub touch_hits: u64,
     pub touch_misses: u64,
     pub flushes: u64,
+    /// Reads answered from the same-key table (a write to the key was still waiting).
+    pub forwarded_reads: u64,
+    /// Writes that merged into a waiting write of the same key (no extra index work).
+    pub merged_writes: u64,
+    /// Index writes applied from the same-key table, and how many batches they went in.
+    pub applied_writes: u64,
+    pub write_applies: u64,
 }
 
 impl EngineStats {
@@ -57,7 +64,11 @@ impl EngineStats {
             cas_badval,
             touch_hits,
             touch_misses,
-            flushes
+            flushes,
+            forwarded_reads,
+            merged_writes,
+            applied_writes,
+            write_applies
         );
     }
 }

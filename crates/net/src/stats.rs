@@ -235,6 +235,11 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
                 format!("{:.0}", sc.arrival_per_us * 1e6),
             );
             stat(out, "get_share", format!("{:.3}", sc.get_share));
+            stat(out, "pending_writes", shared.engine.pending_writes());
+            stat(out, "forwarded_reads", e.forwarded_reads);
+            stat(out, "merged_writes", e.merged_writes);
+            stat(out, "applied_writes", e.applied_writes);
+            stat(out, "write_applies", e.write_applies);
             let t = &s.tasks;
             stat(out, "task_rv_ns", t.rv.load(Ordering::Relaxed));
             stat(out, "task_pp_ns", t.pp.load(Ordering::Relaxed));

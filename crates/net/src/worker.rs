@@ -94,6 +94,10 @@ impl Worker {
         let mut last_launch = Instant::now();
         loop {
             let timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
+            if timeout.is_none() && self.shared.engine.has_pending_writes() {
+                // About to sleep: delayed index writes have no batch left to wait for.
+                self.shared.engine.apply_pending();
+            }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;

@@ -13,6 +13,9 @@ pub const MAX_KEY_LEN: usize = 250;
 
 pub(crate) const FREE: u8 = 0;
 pub(crate) const IN_USE: u8 = 0xA5;
+/// Replaced or deleted, but an index entry may still point here until the engine applies its
+/// delayed index writes: not readable, not counted, not evictable, and not reused until freed.
+pub(crate) const RETIRED: u8 = 0x5A;
 
 pub(crate) const OFF_STATUS: usize = 0;
 pub(crate) const OFF_KEY_LEN: usize = 1;

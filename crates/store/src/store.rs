@@ -276,7 +276,8 @@ impl SlabStore {
         Some(cas)
     }
 
-    /// Frees a live item. Returns false if the chunk was not in use.
+    /// Frees an item. Returns true if it was live; a retired chunk goes back to its free list
+    /// too but returns false (it was already uncounted), and a free one is left alone.
     pub fn free(&mut self, loc: Location) -> bool {
         let (c, slot) = decode(loc);
         let Some(class) = self.classes.get_mut(c) else {
@@ -287,13 +288,42 @@ impl SlabStore {
         }
         let head = class.free_head;
         let chunk = class.chunk_mut(slot);
-        if chunk[OFF_STATUS] != IN_USE {
+        let status = chunk[OFF_STATUS];
+        if status != IN_USE && status != RETIRED {
             return false;
         }
         let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
         chunk[OFF_STATUS] = FREE;
         wr32(chunk, OFF_NEXT_FREE, head);
         class.free_head = slot;
+        class.set_referenced(slot, false);
+        if status == RETIRED {
+            return false;
+        }
+        class.items -= 1;
+        self.stats.curr_items -= 1;
+        self.stats.bytes -= payload;
+        true
+    }
+
+    /// Takes a live item out of service without reusing its chunk: from now on it is not
+    /// readable, not counted and not evictable, but its location stays valid for an index
+    /// entry that still points here, until [`SlabStore::free`] releases it. Returns false if
+    /// the item was not live.
+    pub fn retire(&mut self, loc: Location) -> bool {
+        let (c, slot) = decode(loc);
+        let Some(class) = self.classes.get_mut(c) else {
+            return false;
+        };
+        if slot >= class.slots() {
+            return false;
+        }
+        let chunk = class.chunk_mut(slot);
+        if chunk[OFF_STATUS] != IN_USE {
+            return false;
+        }
+        let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
+        chunk[OFF_STATUS] = RETIRED;
         class.set_referenced(slot, false);
         class.items -= 1;
         self.stats.curr_items -= 1;
@@ -356,6 +386,19 @@ impl SlabStore {
         self.stats.total_items += 1;
         self.stats.bytes += (key.len() + value_len) as u64;
         Ok((encode(c, slot), cas))
+    }
+
+    /// Whether an item of this size can be stored without CLOCK taking a live item back
+    /// (a free chunk, an uncarved slot, or room in the arena for a new page).
+    pub fn has_room(&self, key_len: usize, value_len: usize) -> bool {
+        let Some(c) = self.class_for(key_len, value_len) else {
+            return true; // too large: nothing would be evicted
+        };
+        let class = &self.classes[c];
+        class.free_head != NO_LOCATION
+            || class.bump < class.slots()
+            || (class.pages.len() < class.info.max_pages()
+                && self.arena.available() >= self.page_size + 4096)
     }
 
     fn allocate(

@@ -181,3 +181,58 @@ fn clock_prefers_expired_items_over_referenced_ones() {
         n += 1;
     }
 }
+
+#[test]
+fn a_retired_item_is_uncounted_unreadable_and_kept_until_freed() {
+    // One page: every item of the class lives in it, so reuse and eviction are visible.
+    let (_a, mut s) = store(4096, 4096);
+    let (old, _) = s
+        .store(b"key", &[&[1u8; 40]], 0, NOW + 5, NOW, |_, _, _| {})
+        .unwrap();
+    assert!(s.retire(old));
+    assert!(!s.retire(old), "retiring twice is refused");
+    assert!(s.get(old).is_none(), "a retired item is not readable");
+    assert_eq!((s.stats().curr_items, s.stats().bytes), (0, 0));
+    let mut seen = Vec::new();
+    let mut others = Vec::new();
+    // Fill the class until CLOCK has to evict: the retired chunk is never reused, evicted,
+    // or reported, and the sweep (everything here expires) leaves it alone too.
+    for i in 0..200u32 {
+        let (l, _) = s
+            .store(
+                format!("k{i:04}").as_bytes(),
+                &[&[2u8; 37]],
+                0,
+                0,
+                NOW,
+                |k, l, _| seen.push((k.to_vec(), l)),
+            )
+            .unwrap();
+        assert_ne!(l, old, "a retired chunk was handed out again");
+        others.push(l);
+    }
+    assert!(!seen.is_empty(), "the class filled up");
+    assert!(seen.iter().all(|(k, l)| k != b"key" && *l != old));
+    assert_eq!(
+        s.sweep_expired(NOW + 10, 10_000, |_, l, _| assert_ne!(l, old)),
+        0
+    );
+    let mut live = 0;
+    s.for_each_live(|k, l| {
+        assert!(
+            k != b"key" && l != old,
+            "a rebuild would index a retired item"
+        );
+        live += 1;
+    });
+    assert_eq!(live, s.stats().curr_items);
+    // Freeing it returns the chunk (not counted as a live item) and it is reused next.
+    let before = s.stats().curr_items;
+    assert!(!s.free(old), "a retired item was not live");
+    assert!(!s.free(old), "and is not freed twice");
+    assert_eq!(s.stats().curr_items, before);
+    let (l, _) = s
+        .store(b"new", &[&[3u8; 40]], 0, 0, NOW, |_, _, _| {})
+        .unwrap();
+    assert_eq!(l, old);
+}

@@ -1,0 +1,187 @@
+//! Delayed index writes and the same-key table (Mega-KV §5.1, KV-Direct §3.3.3): a write's
+//! index insert or delete waits for a batch every n batches, and until then the same-key table
+//! answers for its key. On the CPU backend and, where an OpenCL device exists (PoCL in CI), on
+//! the device backend.
+
+use hkv_engine::{Backend, Engine, EngineConfig, Request, Response, Responses};
+use hkv_index::{hash_key, NO_LOCATION};
+
+const NOW: u32 = 1_700_000_000;
+
+fn backends() -> Vec<Backend> {
+    if std::env::var_os("POCL_CACHE_DIR").is_none() {
+        let dir = std::env::temp_dir().join("hkv-pocl-cache");
+        let _ = std::fs::create_dir_all(&dir);
+        std::env::set_var("POCL_CACHE_DIR", dir);
+    }
+    let mut b = vec![Backend::Cpu];
+    if !hkv_index::opencl::devices().is_empty() {
+        b.push(Backend::OpenCl(None));
+    } else {
+        assert_ne!(
+            std::env::var("HKV_REQUIRE_OPENCL").as_deref(),
+            Ok("1"),
+            "HKV_REQUIRE_OPENCL=1 but no OpenCL device"
+        );
+    }
+    b
+}
+
+fn engine(backend: Backend, memory_bytes: usize) -> Engine {
+    Engine::new(&EngineConfig {
+        memory_bytes,
+        page_size: 64 << 10,
+        buckets_per_partition: Some(1 << 10),
+        backend,
+        ..EngineConfig::default()
+    })
+    .unwrap()
+}
+
+fn run(e: &mut Engine, reqs: &[Request<'_>]) -> Vec<String> {
+    let mut out = Responses::default();
+    e.execute(reqs, NOW, &mut out);
+    out.results
+        .iter()
+        .map(|r| match r {
+            Response::Value { .. } => format!("VALUE {}", String::from_utf8_lossy(out.value(r))),
+            other => format!("{other:?}"),
+        })
+        .collect()
+}
+
+/// What the index itself (not the same-key table) holds for `key`.
+fn indexed(e: &Engine, key: &[u8]) -> bool {
+    e.partitions()[0].index().search_one(&hash_key(key)) != NO_LOCATION
+}
+
+#[test]
+fn a_get_sees_a_pending_insert_and_the_index_gets_it_n_batches_later() {
+    for b in backends() {
+        let mut e = engine(b, 8 << 20);
+        assert_eq!(run(&mut e, &[Request::set(b"k", b"v1")]), ["Stored"]);
+        assert_eq!(e.pending_writes(), 1);
+        if b == Backend::Cpu {
+            assert!(!indexed(&e, b"k"), "the insert was not delayed");
+        }
+        // The next batch is inside the write period: the GET is forwarded from the table.
+        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["VALUE v1"]);
+        assert_eq!(e.stats().forwarded_reads, 1);
+        assert_eq!(e.pending_writes(), 1);
+        // n = 2 batches later the table goes to the index as one batch.
+        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["VALUE v1"]);
+        assert_eq!(e.pending_writes(), 0);
+        assert_eq!(e.stats().applied_writes, 1);
+        if b == Backend::Cpu {
+            assert!(indexed(&e, b"k"));
+        }
+        assert_eq!(e.store_stats().curr_items, 1);
+    }
+}
+
+#[test]
+fn delete_then_get_misses_while_the_index_still_holds_the_old_version() {
+    for b in backends() {
+        let mut e = engine(b, 8 << 20);
+        run(&mut e, &[Request::set(b"k", b"old")]);
+        e.apply_pending();
+        assert_eq!(
+            run(&mut e, &[Request::delete(b"k"), Request::get(b"k")]),
+            ["Deleted", "Miss"]
+        );
+        if b == Backend::Cpu {
+            assert!(indexed(&e, b"k"), "the index delete was not delayed");
+        }
+        assert_eq!(
+            e.store_stats().curr_items,
+            0,
+            "a deleted item is not counted"
+        );
+        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["Miss"]);
+        // SET after DELETE, both waiting: the newest wins.
+        assert_eq!(
+            run(&mut e, &[Request::set(b"k", b"new"), Request::get(b"k")]),
+            ["Stored", "VALUE new"]
+        );
+        e.apply_pending();
+        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["VALUE new"]);
+        assert_eq!(e.store_stats().curr_items, 1);
+        run(&mut e, &[Request::delete(b"k")]);
+        e.apply_pending();
+        if b == Backend::Cpu {
+            assert!(!indexed(&e, b"k"));
+        }
+        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["Miss"]);
+    }
+}
+
+#[test]
+fn a_hot_counter_merges_in_the_table_and_keeps_one_version() {
+    for b in backends() {
+        let mut e = engine(b, 8 << 20);
+        run(&mut e, &[Request::set(b"ctr", b"0")]);
+        e.apply_pending();
+        let before = e.stats();
+        // 1000 increments in one batch: lengths grow 1 -> 4 digits, so some need new versions.
+        let reqs: Vec<_> = (0..1000).map(|_| Request::incr(b"ctr", 1)).collect();
+        let r = run(&mut e, &reqs);
+        assert_eq!(r.last().map(String::as_str), Some("Number(1000)"));
+        assert_eq!(e.pending_writes(), 1, "one key, one waiting index write");
+        let s = e.stats();
+        assert!(s.merged_writes - before.merged_writes >= 2);
+        assert_eq!(
+            e.store_stats().curr_items,
+            1,
+            "intermediate versions are freed"
+        );
+        e.apply_pending();
+        assert_eq!(e.stats().applied_writes - before.applied_writes, 1);
+        assert_eq!(run(&mut e, &[Request::get(b"ctr")]), ["VALUE 1000"]);
+        assert_eq!(e.store_stats().curr_items, 1);
+    }
+}
+
+#[test]
+fn retired_versions_never_cost_a_live_item_its_memory() {
+    for b in backends() {
+        // Three 64 KiB pages for items of ~750 bytes: about 240 chunks for 150 keys that are
+        // rewritten every round, so the versions the table holds back must be released (the
+        // table applied) before CLOCK would evict a live item for want of them.
+        let mut e = engine(b, 256 << 10);
+        let keys: Vec<String> = (0..150).map(|i| format!("k{i:03}")).collect();
+        for round in 0..30u32 {
+            let vals: Vec<Vec<u8>> = keys
+                .iter()
+                .map(|k| {
+                    let mut v = vec![b'x'; 700];
+                    v.extend_from_slice(format!("{k}-{round:02}").as_bytes());
+                    v
+                })
+                .collect();
+            let reqs: Vec<_> = keys
+                .iter()
+                .zip(&vals)
+                .map(|(k, v)| Request::set(k.as_bytes(), v))
+                .collect();
+            let r = run(&mut e, &reqs);
+            assert!(r.iter().all(|x| x == "Stored"), "round {round}: {r:?}");
+            assert!(e.arena().used() <= e.arena().limit());
+            // Every key reads back its own newest value, applied to the index or not.
+            let gets: Vec<_> = keys.iter().map(|k| Request::get(k.as_bytes())).collect();
+            let mut out = Responses::default();
+            e.execute(&gets, NOW, &mut out);
+            for (i, r) in out.results.iter().enumerate() {
+                assert!(
+                    matches!(r, Response::Value { .. }),
+                    "round {round}: {i} {r:?}"
+                );
+                assert_eq!(out.value(r), &vals[i][..]);
+            }
+            assert_eq!(e.store_stats().curr_items, 150);
+        }
+        assert_eq!(e.evictions(), 0);
+        assert!(e.stats().write_applies > 0);
+        e.apply_pending();
+        assert_eq!(e.store_stats().curr_items, 150);
+    }
+}
