@@ -121,6 +121,24 @@ fn one_connection_chain(engine: &str, interval: &str) {
     assert_eq!(got, want);
     let batches: f64 = stat(&h, "avg_search_batch").parse().unwrap();
     assert!(batches > 0.0);
+    // The chain went through the same-key table: GETs answered from waiting writes, writes
+    // merged into waiting ones, and the table applied to the index in batches.
+    let n = |name: &str| -> u64 { stat(&h, name).parse().unwrap() };
+    assert!(n("forwarded_reads") > 0, "no GET was forwarded");
+    assert!(n("merged_writes") > 0, "no write merged");
+    // An idle server applies what is left instead of waiting for more traffic.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while n("pending_writes") > 0 {
+        assert!(std::time::Instant::now() < deadline, "writes left waiting");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(n("applied_writes") > 0 && n("write_applies") > 0);
+    let mut c = h.connect();
+    assert_eq!(c.call("get k\r\n", "END\r\n"), "END\r\n");
+    assert_eq!(
+        c.call("get c\r\n", "END\r\n"),
+        "VALUE c 0 3\r\n100\r\nEND\r\n"
+    );
 }
 
 #[test]
