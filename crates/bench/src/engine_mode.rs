@@ -356,6 +356,8 @@ fn preload(parts: &mut [Partition], owners: &[u8], key_len: usize, value: &[u8],
                     out.clear();
                     part.execute(&reqs, NOW, &mut out);
                 }
+                // The index-alone figures read the index directly: no write may still wait.
+                part.apply_pending();
             });
         }
     });

@@ -131,12 +131,10 @@ impl Engine {
                     }
                 }
             };
-            partitions.push(Partition::new(
-                index,
-                device,
-                store,
-                config.schedule.write_every,
-            ));
+            let mut part = Partition::new(index, device, store, config.schedule.write_every);
+            // Without a scheduler here, the bounds say whether batches are periodic (C > 0).
+            part.set_write_delay(part.has_device() || config.schedule.min_us > 0.0);
+            partitions.push(part);
         }
         Ok(Engine {
             arena,

@@ -121,6 +121,40 @@ impl Index {
         self.cpu.search_one(h)
     }
 
+    pub fn insert_one(
+        &mut self,
+        store: &SlabStore,
+        h: &KeyHash,
+        loc: Location,
+        dropped: &mut Vec<Location>,
+    ) -> InsertOutcome {
+        if let Some(d) = &mut self.device {
+            let mut out = [InsertOutcome::Inserted];
+            match d.try_insert(&[(*h, loc)], &mut out) {
+                Ok(()) => return out[0],
+                Err(e) => dropped.extend(self.on_error(e, store)),
+            }
+        }
+        self.cpu.insert_one(h, loc)
+    }
+
+    pub fn delete_one(
+        &mut self,
+        store: &SlabStore,
+        h: &KeyHash,
+        loc: Location,
+        dropped: &mut Vec<Location>,
+    ) -> bool {
+        if let Some(d) = &mut self.device {
+            let mut out = [false];
+            match d.try_delete(&[(*h, loc)], &mut out) {
+                Ok(()) => return out[0],
+                Err(e) => dropped.extend(self.on_error(e, store)),
+            }
+        }
+        self.cpu.delete_one(h, loc)
+    }
+
     /// Inserts a batch (the delayed writes of a partition) in one device call; `out` gets one
     /// outcome per entry. After a device failure the rebuilt table already holds every live
     /// item, so the batch is not redone (the caller sees `rebuilds` move).

@@ -45,6 +45,8 @@ pub struct Partition {
     pending: SameKeyTable,
     /// Apply the waiting index writes every this many batches (the scheduler's n).
     write_every: u32,
+    /// Whether index writes wait for their batch at all (see [`Partition::set_write_delay`]).
+    delay_writes: bool,
     batches_since_apply: u32,
     /// `index.rebuilds` when the table was last known to agree with the index.
     seen_rebuilds: u64,
@@ -105,6 +107,7 @@ impl Partition {
             timing: BatchTiming::default(),
             pending: SameKeyTable::default(),
             write_every: write_every.max(2),
+            delay_writes: true,
             batches_since_apply: 0,
             seen_rebuilds: 0,
             applying: Vec::new(),
@@ -182,7 +185,14 @@ impl Partition {
     /// Removes the live version `loc` of `key`: at once from reads, from the index with the
     /// next batch of delayed writes.
     fn unlink(&mut self, key: &[u8], h: &KeyHash, loc: Location) {
-        match self.pending.get_mut(key) {
+        if !self.delay_writes && self.pending.is_empty() {
+            self.index
+                .delete_one(&self.store, h, loc, &mut self.dropped);
+            self.store.free(loc);
+            self.free_dropped();
+            return;
+        }
+        match self.pending.get_mut(key, h) {
             Some(w) => {
                 // Never indexed: nothing points here but the table.
                 if w.newest == Some(loc) {
@@ -193,21 +203,18 @@ impl Partition {
             }
             None => {
                 self.store.retire(loc);
-                self.pending.insert(
-                    key,
-                    Waiting {
-                        hash: *h,
-                        newest: None,
-                        indexed: Some(loc),
-                    },
-                );
+                self.pending.insert(key, Waiting::new(*h, None, Some(loc)));
             }
         }
     }
 
     /// Makes `loc` the newest version of `key`; `cur` is the live version it replaces.
     fn link(&mut self, key: &[u8], h: &KeyHash, loc: Location, cur: Option<Location>) {
-        match self.pending.get_mut(key) {
+        if !self.delay_writes && self.pending.is_empty() {
+            self.insert_now(h, loc, cur);
+            return;
+        }
+        match self.pending.get_mut(key, h) {
             Some(w) => {
                 if let Some(c) = cur.filter(|&c| w.newest == Some(c)) {
                     // An intermediate version, never indexed: free it now.
@@ -220,14 +227,49 @@ impl Partition {
                 if let Some(c) = cur {
                     self.store.retire(c);
                 }
-                self.pending.insert(
-                    key,
-                    Waiting {
-                        hash: *h,
-                        newest: Some(loc),
-                        indexed: cur,
-                    },
-                );
+                self.pending.insert(key, Waiting::new(*h, Some(loc), cur));
+            }
+        }
+    }
+
+    /// Whether index writes wait in the same-key table for a batch every n batches (n x C).
+    /// With C = 0 (the CPU backend's usual interval: a batch every loop pass) there is no
+    /// period to wait for and nothing to amortise, since an in-place CPU index write costs no
+    /// launch; each write then reaches the index before the next request runs. Turning the
+    /// delay off applies whatever waits.
+    pub fn set_write_delay(&mut self, on: bool) {
+        if self.delay_writes && !on {
+            self.apply_pending();
+        }
+        self.delay_writes = on;
+    }
+
+    /// Whether a device holds this partition's index.
+    pub fn has_device(&self) -> bool {
+        self.index.zero_copy().is_some()
+    }
+
+    /// IN for a write that does not wait (C = 0 on the CPU backend).
+    fn insert_now(&mut self, h: &KeyHash, loc: Location, cur: Option<Location>) {
+        let outcome = self
+            .index
+            .insert_one(&self.store, h, loc, &mut self.dropped);
+        self.free_dropped();
+        match outcome {
+            InsertOutcome::Inserted => {}
+            // A rebuild already indexed the new item.
+            InsertOutcome::Replaced(prev) if prev == loc => {}
+            InsertOutcome::Replaced(prev) => {
+                // Another key with the same signature in the same bucket pair: the index
+                // holds one of them, so the older one is evicted (and counted).
+                if self.store.free(prev) && Some(prev) != cur {
+                    self.stats.collision_evictions += 1;
+                }
+            }
+            InsertOutcome::Evicted(victim) => {
+                if self.store.free(victim) {
+                    self.stats.index_evictions += 1;
+                }
             }
         }
     }
@@ -422,7 +464,9 @@ impl Partition {
             self.timing.writes += 1;
             self.timing.write_ns += t.elapsed().as_nanos() as u64;
             cas_out[iu] = self.last_cas;
-            if self.pending.len() >= PENDING_LIMIT {
+            if self.pending.len() >= PENDING_LIMIT
+                || (!self.delay_writes && !self.pending.is_empty())
+            {
                 self.apply_pending();
             }
         }
@@ -458,7 +502,10 @@ impl Partition {
         // Data forwarding: a key with a waiting write is answered from the same-key table.
         if !self.pending.is_empty() {
             for (j, &i) in self.group.iter().enumerate() {
-                if let Some(w) = self.pending.get(reqs[i as usize].key) {
+                if let Some(w) = self
+                    .pending
+                    .get(reqs[i as usize].key, &self.group_hashes[j])
+                {
                     self.group_locs[j] = w.newest.unwrap_or(NO_LOCATION);
                     self.stats.forwarded_reads += 1;
                 }
@@ -521,7 +568,7 @@ impl Partition {
     /// The live item for `key`: found in the same-key table or the index, key verified, not
     /// expired (an expired one is removed on the spot).
     fn find_live(&mut self, key: &[u8], h: &KeyHash, now: u32) -> Option<Location> {
-        let loc = match self.pending.get(key) {
+        let loc = match self.pending.get(key, h) {
             Some(w) => w.newest.unwrap_or(NO_LOCATION),
             None => {
                 let loc = self.index.search_one(&self.store, h, &mut self.dropped);
@@ -884,13 +931,14 @@ impl Partition {
 /// or, if it is a newest version still waiting in the same-key table, from there (the key then
 /// reads as missing, and the index entry of its older version goes with the next apply).
 fn forget_reclaimed(index: &mut Index, pending: &mut SameKeyTable, k: &[u8], l: Location) {
-    if let Some(w) = pending.get_mut(k) {
+    let h = hash_key(k);
+    if let Some(w) = pending.get_mut(k, &h) {
         if w.newest == Some(l) {
             w.newest = None;
             return;
         }
     }
-    index.delete_in_reclaim(&hash_key(k), l);
+    index.delete_in_reclaim(&h, l);
 }
 
 /// Where a new value's bytes come from (`Two(0, v)`: scratch buffer then `v`, i.e. append;

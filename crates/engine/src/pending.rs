@@ -11,7 +11,7 @@
 //! uncounted, but its chunk not reused), so the index never points at a chunk holding another
 //! item; it is freed once the index has let go of it.
 
-use hashbrown::HashMap;
+use hashbrown::HashTable;
 use hkv_index::{KeyHash, Location};
 
 /// What is waiting for one key.
@@ -22,14 +22,37 @@ pub(crate) struct Waiting {
     pub newest: Option<Location>,
     /// The retired version the index holds for this key, if any.
     pub indexed: Option<Location>,
+    /// Where the key's bytes are in the table's key buffer.
+    key_at: u32,
+    key_len: u8,
+}
+
+impl Waiting {
+    pub fn new(hash: KeyHash, newest: Option<Location>, indexed: Option<Location>) -> Waiting {
+        Waiting {
+            hash,
+            newest,
+            indexed,
+            key_at: 0,
+            key_len: 0,
+        }
+    }
+}
+
+/// The key's 64-bit hash, rebuilt from the index's split of it (no second pass over the key).
+#[inline(always)]
+fn full(h: &KeyHash) -> u64 {
+    ((h.sig as u64) << 32) | h.lo as u64
 }
 
 /// Entries in arrival order (so the index sees them applied in the order they were written:
 /// where two keys compete for one index slot, the later write wins, as without the delay).
+/// Keys are copied back to back into one buffer, so an entry costs no allocation of its own.
 #[derive(Default)]
 pub(crate) struct SameKeyTable {
-    slots: HashMap<Box<[u8]>, u32>,
+    slots: HashTable<u32>,
     entries: Vec<Waiting>,
+    keys: Vec<u8>,
 }
 
 impl SameKeyTable {
@@ -41,37 +64,55 @@ impl SameKeyTable {
         self.entries.is_empty()
     }
 
-    /// The waiting entry for `key`, if it has one.
     #[inline]
-    pub fn get(&self, key: &[u8]) -> Option<&Waiting> {
+    fn find(&self, key: &[u8], h: &KeyHash) -> Option<usize> {
         if self.entries.is_empty() {
             return None;
         }
-        self.slots.get(key).map(|&i| &self.entries[i as usize])
+        let (entries, keys) = (&self.entries, &self.keys);
+        self.slots
+            .find(full(h), |&i| {
+                let w = &entries[i as usize];
+                w.hash == *h
+                    && &keys[w.key_at as usize..w.key_at as usize + w.key_len as usize] == key
+            })
+            .map(|&i| i as usize)
     }
 
-    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Waiting> {
-        if self.entries.is_empty() {
-            return None;
-        }
-        self.slots.get(key).map(|&i| &mut self.entries[i as usize])
+    /// The waiting entry for `key` (whose hash is `h`), if it has one.
+    #[inline]
+    pub fn get(&self, key: &[u8], h: &KeyHash) -> Option<&Waiting> {
+        self.find(key, h).map(|i| &self.entries[i])
     }
 
-    /// Adds an entry for a key that has none.
-    pub fn insert(&mut self, key: &[u8], w: Waiting) {
-        debug_assert!(self.get(key).is_none());
-        self.slots.insert(key.into(), self.entries.len() as u32);
+    #[inline]
+    pub fn get_mut(&mut self, key: &[u8], h: &KeyHash) -> Option<&mut Waiting> {
+        self.find(key, h).map(|i| &mut self.entries[i])
+    }
+
+    /// Adds an entry for a key that has none (keys are at most 250 bytes).
+    pub fn insert(&mut self, key: &[u8], mut w: Waiting) {
+        debug_assert!(self.find(key, &w.hash).is_none());
+        w.key_at = self.keys.len() as u32;
+        w.key_len = key.len() as u8;
+        self.keys.extend_from_slice(key);
+        let i = self.entries.len() as u32;
+        let entries = &self.entries;
+        self.slots
+            .insert_unique(full(&w.hash), i, |&j| full(&entries[j as usize].hash));
         self.entries.push(w);
     }
 
     /// Empties the table into `out`, oldest first (for applying it to the index).
     pub fn drain_into(&mut self, out: &mut Vec<Waiting>) {
         self.slots.clear();
+        self.keys.clear();
         out.append(&mut self.entries);
     }
 
     pub fn clear(&mut self) {
         self.slots.clear();
+        self.keys.clear();
         self.entries.clear();
     }
 }
@@ -84,27 +125,29 @@ mod tests {
     #[test]
     fn entries_are_found_by_the_whole_key() {
         let mut t = SameKeyTable::default();
-        assert!(t.get(b"a").is_none());
-        let w = Waiting {
-            hash: hash_key(b"a"),
-            newest: Some(7),
-            indexed: None,
-        };
-        t.insert(b"a", w);
-        assert_eq!(t.get(b"a"), Some(&w));
-        assert!(t.get(b"ab").is_none() && t.get(b"").is_none());
-        t.get_mut(b"a").unwrap().newest = None;
-        t.insert(
-            b"b",
-            Waiting {
-                newest: Some(9),
-                ..w
-            },
-        );
+        let (ha, hb) = (hash_key(b"a"), hash_key(b"b"));
+        assert!(t.get(b"a", &ha).is_none());
+        t.insert(b"a", Waiting::new(ha, Some(7), None));
+        assert_eq!(t.get(b"a", &ha).map(|w| w.newest), Some(Some(7)));
+        // Same hash, other key (as after a hash collision): not found.
+        assert!(t.get(b"x", &ha).is_none());
+        assert!(t.get(b"b", &hb).is_none());
+        t.get_mut(b"a", &ha).unwrap().newest = None;
+        t.insert(b"b", Waiting::new(hb, Some(9), Some(3)));
+        // Many keys: the table grows and finds each by its own bytes.
+        let keys: Vec<Vec<u8>> = (0..1000).map(|i| format!("key-{i}").into_bytes()).collect();
+        for (i, k) in keys.iter().enumerate() {
+            t.insert(k, Waiting::new(hash_key(k), Some(100 + i as u32), None));
+        }
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(t.get(k, &hash_key(k)).unwrap().newest, Some(100 + i as u32));
+        }
+        assert_eq!(t.len(), 1002);
         let mut out = Vec::new();
         t.drain_into(&mut out);
-        assert!(t.is_empty() && t.get(b"a").is_none());
-        let newest: Vec<_> = out.iter().map(|w| w.newest).collect();
+        assert!(t.is_empty() && t.get(b"a", &ha).is_none());
+        let newest: Vec<_> = out.iter().take(2).map(|w| w.newest).collect();
         assert_eq!(newest, [None, Some(9)], "drained oldest first");
+        assert_eq!(out.len(), 1002);
     }
 }

@@ -5,7 +5,7 @@
 //! amortised over the whole batch (one event-loop pass of one worker), and with as many
 //! partitions as workers two workers rarely want the same one at the same moment.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -28,6 +28,8 @@ pub struct SharedEngine {
     epoch: Instant,
     /// Each partition's waiting index writes, as of its last batch (read without its lock).
     pending: Vec<AtomicUsize>,
+    /// The scheduler's C is above zero: index writes wait for a batch every n x C.
+    periodic: AtomicBool,
 }
 
 /// Per-caller scratch, so batches allocate nothing once warm.
@@ -52,6 +54,7 @@ impl SharedEngine {
             arena,
             pending: parts.iter().map(|_| AtomicUsize::new(0)).collect(),
             partitions: parts.into_iter().map(Mutex::new).collect(),
+            periodic: AtomicBool::new(config.schedule.min_us > 0.0),
             scheduler: Mutex::new(Scheduler::new(config.schedule)),
             epoch: Instant::now(),
         })
@@ -79,6 +82,7 @@ impl SharedEngine {
         if n == 1 {
             let timing = {
                 let mut p = self.lock(0);
+                self.set_delay(&mut p);
                 p.execute(reqs, now, out);
                 self.pending[0].store(p.pending_writes(), Ordering::Relaxed);
                 p.take_timing()
@@ -102,6 +106,7 @@ impl SharedEngine {
             let owners = &s.owners;
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
             let mut part = self.lock(p as usize);
+            self.set_delay(&mut part);
             part.run(
                 reqs,
                 &s.hashes,
@@ -142,6 +147,11 @@ impl SharedEngine {
         }
     }
 
+    fn set_delay(&self, part: &mut Partition) {
+        let on = part.has_device() || self.periodic.load(Ordering::Relaxed);
+        part.set_write_delay(on);
+    }
+
     fn scheduler(&self) -> MutexGuard<'_, Scheduler> {
         self.scheduler
             .lock()
@@ -150,13 +160,17 @@ impl SharedEngine {
 
     fn observe(&self, t: &BatchTiming) {
         let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
-        self.scheduler().observe(
+        let mut s = self.scheduler();
+        s.observe(
             now_us,
             t.reads,
             t.search_ns as f64 / 1000.0,
             t.writes,
             t.write_ns as f64 / 1000.0,
         );
+        // C below a microsecond: a batch every loop pass, no period for writes to wait for.
+        self.periodic
+            .store(s.interval_us() >= 1.0, Ordering::Relaxed);
     }
 
     /// How long a worker whose last batch started at `last_launch` should keep collecting

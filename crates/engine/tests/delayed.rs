@@ -3,7 +3,7 @@
 //! answers for its key. On the CPU backend and, where an OpenCL device exists (PoCL in CI), on
 //! the device backend.
 
-use hkv_engine::{Backend, Engine, EngineConfig, Request, Response, Responses};
+use hkv_engine::{Backend, Engine, EngineConfig, Request, Response, Responses, ScheduleConfig};
 use hkv_index::{hash_key, NO_LOCATION};
 
 const NOW: u32 = 1_700_000_000;
@@ -27,12 +27,22 @@ fn backends() -> Vec<Backend> {
     b
 }
 
+/// An engine whose batches are periodic (C >= 100 us), so index writes wait n batches.
 fn engine(backend: Backend, memory_bytes: usize) -> Engine {
+    engine_with(backend, memory_bytes, 100.0)
+}
+
+fn engine_with(backend: Backend, memory_bytes: usize, min_us: f64) -> Engine {
     Engine::new(&EngineConfig {
         memory_bytes,
         page_size: 64 << 10,
         buckets_per_partition: Some(1 << 10),
         backend,
+        schedule: ScheduleConfig {
+            min_us,
+            max_us: 1000.0,
+            ..ScheduleConfig::default()
+        },
         ..EngineConfig::default()
     })
     .unwrap()
@@ -184,4 +194,97 @@ fn retired_versions_never_cost_a_live_item_its_memory() {
         e.apply_pending();
         assert_eq!(e.store_stats().curr_items, 150);
     }
+}
+
+#[test]
+fn with_c_zero_on_the_cpu_writes_reach_the_index_at_once() {
+    // A batch every loop pass: no period to wait for, so nothing waits.
+    let mut e = engine_with(Backend::Cpu, 8 << 20, 0.0);
+    assert_eq!(
+        run(&mut e, &[Request::set(b"k", b"v"), Request::get(b"k")]),
+        ["Stored", "VALUE v"]
+    );
+    assert_eq!(e.pending_writes(), 0);
+    assert!(indexed(&e, b"k"));
+    assert_eq!(e.stats().forwarded_reads, 0);
+    run(&mut e, &[Request::delete(b"k")]);
+    assert!(!indexed(&e, b"k"));
+    // A device always batches its writes, whatever C.
+    if backends().len() > 1 {
+        let mut e = engine_with(Backend::OpenCl(None), 8 << 20, 0.0);
+        run(&mut e, &[Request::set(b"k", b"v")]);
+        assert_eq!(e.pending_writes(), 1);
+    }
+}
+
+/// Two keys whose 32-bit signatures collide, found by brute force (a birthday search).
+fn colliding_keys() -> (Vec<u8>, Vec<u8>) {
+    let mut seen = std::collections::HashMap::new();
+    for i in 0u32.. {
+        let k = format!("c{i}").into_bytes();
+        if let Some(other) = seen.insert(hash_key(&k).sig, k.clone()) {
+            return (other, k);
+        }
+    }
+    unreachable!()
+}
+
+#[test]
+fn colliding_keys_both_read_while_waiting_and_the_later_write_wins_the_slot() {
+    let (a, b) = colliding_keys();
+    // One bucket: both keys share the bucket pair, so the index can hold only one of them.
+    let mut e = Engine::new(&EngineConfig {
+        memory_bytes: 4 << 20,
+        page_size: 64 << 10,
+        buckets_per_partition: Some(1),
+        schedule: ScheduleConfig {
+            min_us: 100.0,
+            ..ScheduleConfig::default()
+        },
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let r = run(
+        &mut e,
+        &[
+            Request::set(&a, b"value-of-a"),
+            Request::set(&b, b"value-of-b"),
+            Request::get(&a),
+        ],
+    );
+    // Both index writes still wait in the same-key table, which answers for both keys.
+    assert_eq!(r, ["Stored", "Stored", "VALUE value-of-a"]);
+    assert_eq!(e.pending_writes(), 2);
+    // Applied in the order written: b takes the slot, a is a counted collision eviction.
+    e.apply_pending();
+    let r = run(&mut e, &[Request::get(&a), Request::get(&b)]);
+    assert_eq!(r, ["Miss", "VALUE value-of-b"]);
+    assert_eq!(e.stats().collision_evictions, 1);
+    assert_eq!(e.store_stats().curr_items, 1);
+}
+
+#[test]
+fn turning_the_delay_off_applies_what_waits() {
+    // The scheduler's C can fall to zero under light load: nothing may stay behind.
+    let (_arena, mut parts) = engine(Backend::Cpu, 8 << 20).into_partitions();
+    let p = &mut parts[0];
+    let mut out = Responses::default();
+    p.execute(
+        &[Request::set(b"k", b"v"), Request::delete(b"gone")],
+        NOW,
+        &mut out,
+    );
+    assert_eq!(p.pending_writes(), 1);
+    assert_eq!(p.index().search_one(&hash_key(b"k")), NO_LOCATION);
+    p.set_write_delay(false);
+    assert_eq!(p.pending_writes(), 0);
+    assert_ne!(p.index().search_one(&hash_key(b"k")), NO_LOCATION);
+    out.clear();
+    p.execute(
+        &[Request::set(b"k", b"w"), Request::get(b"k")],
+        NOW,
+        &mut out,
+    );
+    assert_eq!(p.pending_writes(), 0);
+    assert_eq!(out.value(&out.results[1]), b"w");
 }

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use hkv_engine::{Backend, Engine, EngineConfig, Op, Request, Response, Responses};
+use hkv_engine::{Backend, Engine, EngineConfig, Op, Request, Response, Responses, ScheduleConfig};
 use proptest::prelude::*;
 
 const START: u32 = 1_700_000_000;
@@ -134,8 +134,11 @@ proptest! {
         memory_kib in 48usize..200,
         keys in 4u8..120,
         batches in batches(),
+        delayed in any::<bool>(),
     ) {
-        run_model(Backend::Cpu, partitions, buckets_log, memory_kib, keys, batches)?;
+        // Index writes delayed through the same-key table (periodic batches), or not (C = 0).
+        let min_us = if delayed { 100.0 } else { 0.0 };
+        run_model(Backend::Cpu, partitions, buckets_log, memory_kib, keys, batches, min_us)?;
     }
 }
 
@@ -164,7 +167,7 @@ fn engine_on_opencl_agrees_with_a_map() {
     runner
         .run(
             &(1u32..=2, 0u32..5, 48usize..200, 4u8..120, batches()),
-            |(p, b, m, k, batches)| run_model(Backend::OpenCl(None), p, b, m, k, batches),
+            |(p, b, m, k, batches)| run_model(Backend::OpenCl(None), p, b, m, k, batches, 0.0),
         )
         .unwrap();
 }
@@ -176,6 +179,7 @@ fn run_model(
     memory_kib: usize,
     keys: u8,
     batches: Batches,
+    min_us: f64,
 ) -> Result<(), TestCaseError> {
     {
         let mut engine = Engine::new(&EngineConfig {
@@ -184,6 +188,11 @@ fn run_model(
             page_size: 4 << 10,
             buckets_per_partition: Some(1 << buckets_log),
             backend,
+            schedule: ScheduleConfig {
+                min_us,
+                max_us: min_us.max(1000.0),
+                ..ScheduleConfig::default()
+            },
             ..EngineConfig::default()
         })
         .unwrap();
