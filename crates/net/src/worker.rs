@@ -88,6 +88,11 @@ impl Worker {
     }
 
     pub fn run(mut self) {
+        // The scheduler holds batches for C (tens to hundreds of microseconds) with a sleep;
+        // the kernel's default 50 us timer slack would add half of that again to every hold.
+        if let Err(e) = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1000)) {
+            tracing::debug!(error = %e, "could not lower the timer slack");
+        }
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<usize> = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
