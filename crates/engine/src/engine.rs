@@ -7,7 +7,7 @@ use hkv_index::{hash_key, CpuIndex, IndexError, IndexSizing, KeyHash};
 use hkv_mem::{Arena, ArenaError};
 use hkv_store::{SlabStore, StoreConfig, StoreStats};
 
-use crate::partition::Partition;
+use crate::partition::{Partition, ValueBudget};
 use crate::request::{Request, Response, Responses};
 use crate::stats::EngineStats;
 
@@ -177,10 +177,21 @@ impl Engine {
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
         out.cas.resize(base + reqs.len(), 0);
-        let Responses { results, cas, data } = out;
+        let Responses {
+            results,
+            cas,
+            data,
+            value_budget,
+            group_budget,
+            group_bytes,
+        } = out;
         for (p, part) in self.partitions.iter_mut().enumerate() {
             let owners = &self.owners;
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p as u32);
+            part.budget = ValueBudget {
+            total: *value_budget,
+            group: *group_budget,
+        };
             part.run(
                 reqs,
                 &self.hashes,
@@ -189,6 +200,7 @@ impl Engine {
                 &mut results[base..],
                 &mut cas[base..],
                 data,
+                group_bytes,
             );
         }
     }
@@ -224,6 +236,7 @@ impl Engine {
             s.pages += o.pages;
             s.bytes += o.bytes;
             s.out_of_memory += o.out_of_memory;
+            s.largest_chunk = s.largest_chunk.max(o.largest_chunk);
         }
         s
     }

@@ -55,6 +55,8 @@ pub struct Partition {
     apply_entries: Vec<(KeyHash, Location)>,
     apply_owner: Vec<u32>,
     apply_outcomes: Vec<InsertOutcome>,
+    /// The caller's value budget for the batch being run.
+    pub(crate) budget: ValueBudget,
 }
 
 /// Operations in one batch and the time spent on them (searches: IN; writes: MM + IN).
@@ -81,6 +83,32 @@ impl std::fmt::Debug for Partition {
             .field("index", &self.index.backend_name())
             .field("store", &self.store)
             .finish()
+    }
+}
+
+/// How many value bytes a batch may copy for deferrable reads, in all and per client.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ValueBudget {
+    pub total: usize,
+    pub group: usize,
+}
+
+impl Default for ValueBudget {
+    fn default() -> Self {
+        ValueBudget {
+            total: usize::MAX,
+            group: usize::MAX,
+        }
+    }
+}
+
+impl ValueBudget {
+    /// Whether a value of `len` bytes must wait: it would pass a budget that already holds
+    /// something (the first value of the batch and of each client always goes, so every
+    /// batch and client makes progress).
+    fn defers(&self, batch_bytes: usize, group_bytes: usize, len: usize) -> bool {
+        (batch_bytes > 0 && batch_bytes.saturating_add(len) > self.total)
+            || (group_bytes > 0 && group_bytes.saturating_add(len) > self.group)
     }
 }
 
@@ -114,6 +142,7 @@ impl Partition {
             apply_entries: Vec::new(),
             apply_owner: Vec::new(),
             apply_outcomes: Vec::new(),
+            budget: ValueBudget::default(),
         }
     }
 
@@ -400,7 +429,18 @@ impl Partition {
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
         out.cas.resize(base + reqs.len(), 0);
-        let Responses { results, cas, data } = out;
+        let Responses {
+            results,
+            cas,
+            data,
+            value_budget,
+            group_budget,
+            group_bytes,
+        } = out;
+        self.budget = ValueBudget {
+            total: *value_budget,
+            group: *group_budget,
+        };
         self.run(
             reqs,
             &hashes,
@@ -409,6 +449,7 @@ impl Partition {
             &mut results[base..],
             &mut cas[base..],
             data,
+            group_bytes,
         );
         self.hashes = hashes;
     }
@@ -430,6 +471,7 @@ impl Partition {
         results: &mut [Response],
         cas_out: &mut [u64],
         data: &mut Vec<u8>,
+        group_bytes: &mut Vec<usize>,
     ) {
         self.stats.batches += 1;
         if self.flush_at.is_some_and(|at| at <= now) {
@@ -449,14 +491,14 @@ impl Partition {
             if req.op.is_read() {
                 self.group.push(i);
                 if self.group.len() == READ_GROUP {
-                    self.flush_reads(reqs, hashes, now, results, data);
+                    self.flush_reads(reqs, hashes, now, results, data, group_bytes);
                 }
                 continue;
             }
             // Same signature, not just same key: a write to a colliding key replaces the
             // other key's index entry, so the deferred read must run first to stay in order.
             if self.group.iter().any(|&g| hashes[g as usize].sig == h.sig) {
-                self.flush_reads(reqs, hashes, now, results, data);
+                self.flush_reads(reqs, hashes, now, results, data, group_bytes);
             }
             self.last_cas = 0;
             let t = std::time::Instant::now();
@@ -471,7 +513,7 @@ impl Partition {
             }
         }
         if !self.group.is_empty() {
-            self.flush_reads(reqs, hashes, now, results, data);
+            self.flush_reads(reqs, hashes, now, results, data, group_bytes);
         }
     }
 
@@ -482,6 +524,7 @@ impl Partition {
         now: u32,
         results: &mut [Response],
         data: &mut Vec<u8>,
+        group_bytes: &mut Vec<usize>,
     ) {
         // IN: one batched search for the whole group.
         self.group_hashes.clear();
@@ -522,7 +565,7 @@ impl Partition {
             let i = self.group[j] as usize;
             let loc = self.group_locs[j];
             let h = self.group_hashes[j];
-            results[i] = self.read_one(&reqs[i], &h, loc, now, data);
+            results[i] = self.read_one(&reqs[i], &h, loc, now, data, group_bytes);
         }
         self.group.clear();
     }
@@ -534,12 +577,24 @@ impl Partition {
         loc: Location,
         now: u32,
         data: &mut Vec<u8>,
+        group_bytes: &mut Vec<usize>,
     ) -> Response {
         let mut expired = false;
         if let Some(item) = self.store.get(loc) {
             if item.key() == req.key {
                 if !item.is_expired(now) {
-                    let offset = data.len() as u32;
+                    if req.deferrable {
+                        let g = req.group as usize;
+                        if group_bytes.len() <= g {
+                            group_bytes.resize(g + 1, 0);
+                        }
+                        if self.budget.defers(data.len(), group_bytes[g], item.value_len()) {
+                            self.stats.deferred_reads += 1;
+                            return Response::Deferred;
+                        }
+                        group_bytes[g] += item.value_len();
+                    }
+                    let offset = data.len();
                     data.extend_from_slice(item.value());
                     let r = Response::Value {
                         flags: item.flags(),
@@ -606,7 +661,7 @@ impl Partition {
                 self.stats.get_hits += 1;
                 self.stats.touch_hits += 1;
                 let item = self.store.get(loc).expect("found live above");
-                let offset = data.len() as u32;
+                let offset = data.len();
                 data.extend_from_slice(item.value());
                 Response::Value {
                     flags: item.flags(),

@@ -41,6 +41,14 @@ pub struct Request<'a> {
     pub delta: u64,
     /// INCR / DECR on a missing key create it with this value (binary protocol, meta `ma N`).
     pub initial: Option<u64>,
+    /// A GET / GETS the engine may answer with [`Response::Deferred`] instead of copying its
+    /// value once the batch's value bytes pass [`Responses::value_budget`]. The caller sets
+    /// it only where nothing later from the same client has run in this batch, so the read
+    /// can be asked again in the next batch without reordering that client's requests.
+    pub deferrable: bool,
+    /// Which client of the batch sent it (an index into [`Responses::group_bytes`]), for the
+    /// per-client part of the value budget.
+    pub group: u32,
 }
 
 impl<'a> Request<'a> {
@@ -54,6 +62,8 @@ impl<'a> Request<'a> {
             cas: 0,
             delta: 0,
             initial: None,
+            deferrable: false,
+            group: 0,
         }
     }
 
@@ -126,7 +136,9 @@ pub enum Response {
     Value {
         flags: u32,
         cas: u64,
-        offset: u32,
+        /// 64-bit: a batch may hold more than 4 GiB of values, and a wrapped offset would
+        /// hand a client another key's bytes.
+        offset: usize,
         len: u32,
         /// Raw expiry: 0 never, else the Unix time it expires.
         expiry: u32,
@@ -148,15 +160,41 @@ pub enum Response {
     OutOfMemory,
     /// Longer than 250 bytes; the protocol layer normally rejects these first.
     KeyTooLong,
+    /// Not run: a deferrable read whose value did not fit in the batch's value budget. Ask
+    /// again in a later batch (nothing was read or changed).
+    Deferred,
 }
 
 /// The answers to one batch, in request order, and the bytes of the values they return.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Responses {
     pub results: Vec<Response>,
     /// For writes: the CAS of the item they left (0 if none). Reads carry theirs in `Value`.
     pub cas: Vec<u64>,
     pub data: Vec<u8>,
+    /// Bytes of values a batch copies for deferrable reads before it answers them
+    /// [`Response::Deferred`]; the first value of a batch is always read, so every batch makes
+    /// progress. Non-deferrable reads are always answered.
+    pub value_budget: usize,
+    /// The same budget per client (`Request::group`): a client's deferrable reads stop once
+    /// it has this many value bytes in the batch (its first value is always read).
+    pub group_budget: usize,
+    /// Value bytes each group has been given in this batch; grown as needed, reset by
+    /// [`Responses::clear`].
+    pub group_bytes: Vec<usize>,
+}
+
+impl Default for Responses {
+    fn default() -> Self {
+        Responses {
+            results: Vec::new(),
+            cas: Vec::new(),
+            data: Vec::new(),
+            value_budget: usize::MAX,
+            group_budget: usize::MAX,
+            group_bytes: Vec::new(),
+        }
+    }
 }
 
 impl Responses {
@@ -164,13 +202,14 @@ impl Responses {
         self.results.clear();
         self.cas.clear();
         self.data.clear();
+        self.group_bytes.clear();
     }
 
     /// The value bytes of a `Response::Value` (empty for any other response).
     pub fn value(&self, r: &Response) -> &[u8] {
         match *r {
             Response::Value { offset, len, .. } => {
-                &self.data[offset as usize..offset as usize + len as usize]
+                &self.data[offset..offset + len as usize]
             }
             _ => &[],
         }

@@ -14,7 +14,7 @@ use hkv_mem::Arena;
 use hkv_store::{expiry_from_exptime, ClassInfo, Expiry, StoreStats};
 
 use crate::engine::{Engine, EngineConfig, EngineError};
-use crate::partition::{BatchTiming, Partition};
+use crate::partition::{ValueBudget, BatchTiming, Partition};
 use crate::request::{Request, Response, Responses};
 use crate::schedule::{ScheduleStats, Scheduler};
 use crate::stats::EngineStats;
@@ -30,6 +30,9 @@ pub struct SharedEngine {
     pending: Vec<AtomicUsize>,
     /// The scheduler's C is above zero: index writes wait for a batch every n x C.
     periodic: AtomicBool,
+    /// The largest chunk any partition has put in use (`StoreStats::largest_chunk`), kept
+    /// here so callers can bound a read's size without taking a lock.
+    largest_chunk: AtomicUsize,
 }
 
 /// Per-caller scratch, so batches allocate nothing once warm.
@@ -57,6 +60,7 @@ impl SharedEngine {
             periodic: AtomicBool::new(config.schedule.min_us > 0.0),
             scheduler: Mutex::new(Scheduler::new(config.schedule)),
             epoch: Instant::now(),
+            largest_chunk: AtomicUsize::new(0),
         })
     }
 
@@ -84,6 +88,7 @@ impl SharedEngine {
                 let mut p = self.lock(0);
                 self.set_delay(&mut p);
                 p.execute(reqs, now, out);
+                self.note_largest(&p);
                 self.pending[0].store(p.pending_writes(), Ordering::Relaxed);
                 p.take_timing()
             };
@@ -98,7 +103,14 @@ impl SharedEngine {
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
         out.cas.resize(base + reqs.len(), 0);
-        let Responses { results, cas, data } = out;
+        let Responses {
+            results,
+            cas,
+            data,
+            value_budget,
+            group_budget,
+            group_bytes,
+        } = out;
         for p in 0..n {
             if !s.owners.contains(&p) {
                 continue;
@@ -107,6 +119,10 @@ impl SharedEngine {
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
             let mut part = self.lock(p as usize);
             self.set_delay(&mut part);
+            part.budget = ValueBudget {
+            total: *value_budget,
+            group: *group_budget,
+        };
             part.run(
                 reqs,
                 &s.hashes,
@@ -115,11 +131,26 @@ impl SharedEngine {
                 &mut results[base..],
                 &mut cas[base..],
                 data,
+                group_bytes,
             );
             timing.add(&part.take_timing());
+            self.note_largest(&part);
             self.pending[p as usize].store(part.pending_writes(), Ordering::Relaxed);
         }
         self.observe(&timing);
+    }
+
+    fn note_largest(&self, p: &Partition) {
+        let l = p.store().stats().largest_chunk as usize;
+        if l > self.largest_chunk.load(Ordering::Relaxed) {
+            self.largest_chunk.fetch_max(l, Ordering::Relaxed);
+        }
+    }
+
+    /// An upper bound on the length of any value a read can return now: the largest chunk
+    /// in use (values never outgrow their chunk). 0 before anything is stored.
+    pub fn largest_value_bound(&self) -> usize {
+        self.largest_chunk.load(Ordering::Relaxed)
     }
 
     /// Whether any partition has index writes waiting for their delayed batch.
@@ -225,6 +256,7 @@ impl SharedEngine {
             s.pages += o.pages;
             s.bytes += o.bytes;
             s.out_of_memory += o.out_of_memory;
+            s.largest_chunk = s.largest_chunk.max(o.largest_chunk);
         }
         s
     }

@@ -35,6 +35,8 @@ pub struct EngineStats {
     /// Index writes applied from the same-key table, and how many batches they went in.
     pub applied_writes: u64,
     pub write_applies: u64,
+    /// Reads answered `Deferred` because the batch's value budget was spent.
+    pub deferred_reads: u64,
 }
 
 impl EngineStats {
@@ -68,7 +70,8 @@ impl EngineStats {
             forwarded_reads,
             merged_writes,
             applied_writes,
-            write_applies
+            write_applies,
+            deferred_reads
         );
     }
 }

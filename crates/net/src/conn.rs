@@ -2,6 +2,8 @@
 
 use mio::net::TcpStream;
 
+use crate::plan::GetCont;
+
 pub(crate) struct Conn {
     pub stream: TcpStream,
     /// Input storage (initialised, possibly beyond `rend`); `rstart..rend` is unparsed.
@@ -25,6 +27,9 @@ pub(crate) struct Conn {
     pub writable_registered: bool,
     /// Binary protocol (decided by the first byte, as memcached does); None until then.
     pub binary: Option<bool>,
+    /// A multi-key line answered in parts: its remaining keys start at `rstart`; positions
+    /// relative to `rstart`.
+    pub cont: Option<GetCont>,
 }
 
 impl Conn {
@@ -43,6 +48,7 @@ impl Conn {
             want_parse: false,
             writable_registered: false,
             binary: None,
+            cont: None,
         }
     }
 

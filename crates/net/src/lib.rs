@@ -8,6 +8,7 @@
 mod binary;
 mod conn;
 mod meta;
+mod plan;
 mod respond;
 mod stats;
 mod udp;

@@ -127,5 +127,7 @@ fn reply(out: &mut Vec<u8>, r: &Response) {
         Response::OutOfMemory => line(out, "SERVER_ERROR out of memory storing object"),
         Response::KeyTooLong => line(out, "CLIENT_ERROR bad command line format"),
         Response::Value { .. } => line(out, "SERVER_ERROR unexpected value"),
+        // Only reads are deferred, and a pass stops its client before the first of them.
+        Response::Deferred => line(out, "SERVER_ERROR out of memory writing get response"),
     }
 }

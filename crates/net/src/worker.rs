@@ -7,30 +7,27 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hkv_engine::{Op, Request, Responses, Scratch};
-use hkv_proto::text::{self, ArithOp, Command, Parsed, StoreOp};
+use hkv_engine::{Request, Response, Responses, Scratch};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
-use crate::binary::{BinStep, Flow};
 use crate::conn::Conn;
+use crate::plan::{parse_input, InputEnd, PassBudget, ReadMark};
 use crate::respond::{self, Step};
 use crate::stats::TaskTimes;
 use crate::Shared;
-use hkv_proto::binary::BinParsed;
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
 const UDP: Token = Token(usize::MAX - 1);
 /// Datagrams taken per pass; more wait for the next pass.
 const UDP_PER_PASS: usize = 64;
-/// Most requests taken from one connection in one pass, so one pipelining client cannot
-/// make a batch (and everyone's latency) arbitrarily large.
-const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
-/// Most engine requests (keys) for one connection in one pass. Values read are copied into
-/// the pass's output, so this bounds what one client can make the server hold at once
-/// (32 x the item size limit) before the output high-water mark stops it being read.
-const MAX_KEYS_PER_CONN_PASS: usize = 32;
+/// Value bytes a pass copies for deferrable reads, all connections together (each
+/// connection also stops at the output high-water mark); the rest wait for the next pass.
+const PASS_VALUE_BUDGET: usize = 16 << 20;
+/// Worst-case bytes of reads a pass must answer because a write of the same client follows
+/// them (at least two items).
+const PASS_ND_BUDGET: usize = 16 << 20;
 const READ_CHUNK: usize = 16 * 1024;
 
 pub(crate) struct Worker {
@@ -43,6 +40,7 @@ pub(crate) struct Worker {
     scratch: Scratch,
     responses: Responses,
     steps: Vec<Step>,
+    marks: Vec<ReadMark>,
     udp: Option<mio::net::UdpSocket>,
     udp_ready: bool,
     udp_reqs: Vec<crate::udp::UdpRequest>,
@@ -52,11 +50,8 @@ pub(crate) struct Worker {
 struct Plan {
     token: usize,
     steps: Range<usize>,
-    new_rstart: usize,
-    new_swallow: usize,
-    close: bool,
-    more: bool,
-    binary: Option<bool>,
+    marks: Range<usize>,
+    end: InputEnd,
 }
 
 impl Worker {
@@ -81,6 +76,7 @@ impl Worker {
             scratch: Scratch::default(),
             responses: Responses::default(),
             steps: Vec::new(),
+            marks: Vec::new(),
             udp_ready: udp.is_some(),
             udp,
             udp_reqs: Vec::new(),
@@ -313,48 +309,85 @@ impl Worker {
         l.max_item_size.max(l.max_get_line) + 64 * 1024
     }
 
+    /// The pass's budgets for value bytes (see `plan`): deferrable reads stop at
+    /// `PASS_VALUE_BUDGET` in all and the output high-water per connection; reads that must be
+    /// answered in this pass are charged to `PASS_ND_BUDGET`.
+    fn pass_budget(&self) -> PassBudget {
+        let l = &self.shared.config.limits;
+        let hw = self.shared.config.output_high_water;
+        PassBudget {
+            nd_left: PASS_ND_BUDGET.max(2 * l.max_item_size),
+            per_client: hw,
+            value_bound: self.shared.engine.largest_value_bound(),
+            written: 0,
+            max_item: l.max_item_size,
+        }
+    }
+
     /// PP for every connection with input, one engine batch, then WR.
     fn process(&mut self, ready: &[usize]) {
         let t0 = std::time::Instant::now();
         let limits = self.shared.config.limits;
+        let high_water = self.shared.config.output_high_water;
         let now = unix_now();
         let mut plans: Vec<Plan> = Vec::new();
+        let mut budget = self.pass_budget();
         self.steps.clear();
+        self.marks.clear();
         self.responses.clear();
+        self.responses.value_budget = PASS_VALUE_BUDGET.max(high_water);
+        self.responses.group_budget = high_water;
         let conns = &self.conns;
         let steps = &mut self.steps;
+        let marks = &mut self.marks;
         let mut batch: Vec<Request<'_>> = Vec::new();
         for &t in ready {
             let Some(c) = conns.get(t) else { continue };
-            if c.close_after_write {
+            // A client that does not read its replies stops being served, not just read.
+            if c.close_after_write || c.pending_output() >= high_water {
                 continue;
             }
-            let start = steps.len();
+            let (start, mstart) = (steps.len(), marks.len());
             let p = parse_input(
                 &c.rbuf[..c.rend],
                 c.rstart,
                 c.swallow,
                 c.binary,
+                c.cont.map(|k| k.absolute_from(c.rstart)),
                 &limits,
+                plans.len() as u32,
+                &mut budget,
                 &mut batch,
                 steps,
+                marks,
             );
             plans.push(Plan {
                 token: t,
                 steps: start..steps.len(),
-                new_rstart: p.pos,
-                new_swallow: p.swallow,
-                close: p.close,
-                more: p.more,
-                binary: p.binary,
+                marks: mstart..marks.len(),
+                end: p,
             });
         }
         let udp_reqs = &self.udp_reqs;
-        let mut udp_plans: Vec<Range<usize>> = Vec::with_capacity(udp_reqs.len());
+        let mut udp_plans: Vec<(Range<usize>, Range<usize>, bool)> =
+            Vec::with_capacity(udp_reqs.len());
         for r in udp_reqs {
-            let start = steps.len();
-            parse_input(&r.payload, 0, 0, Some(false), &limits, &mut batch, steps);
-            udp_plans.push(start..steps.len());
+            let (start, mstart) = (steps.len(), marks.len());
+            let end = parse_input(
+                &r.payload,
+                0,
+                0,
+                Some(false),
+                None,
+                &limits,
+                (plans.len() + udp_plans.len()) as u32,
+                &mut budget,
+                &mut batch,
+                steps,
+                marks,
+            );
+            let unfinished = end.pos < r.payload.len() || end.cont.is_some();
+            udp_plans.push((start..steps.len(), mstart..marks.len(), unfinished));
         }
         let tasks = &self.shared.stats.tasks;
         let mut t0 = TaskTimes::add(&tasks.pp, t0);
@@ -375,7 +408,18 @@ impl Worker {
             let Some(c) = self.conns.get_mut(plan.token) else {
                 continue;
             };
-            for step in &self.steps[plan.steps.clone()] {
+            let mut end = plan.end;
+            let mut steps = plan.steps.clone();
+            if let Some(m) = first_deferred(&self.marks[plan.marks], &self.responses) {
+                // Answer up to the read that did not fit; the client resumes there.
+                steps.end = m.step;
+                end.pos = m.resume;
+                end.cont = m.cont;
+                end.swallow = 0;
+                end.close = false;
+                end.more = true;
+            }
+            for step in &self.steps[steps] {
                 stop |= respond::write(
                     step,
                     &c.rbuf,
@@ -385,14 +429,20 @@ impl Worker {
                     &mut c.wbuf,
                 );
             }
-            c.rstart = plan.new_rstart;
-            c.swallow = plan.new_swallow;
-            c.close_after_write |= plan.close;
-            c.want_parse = plan.more;
-            c.binary = plan.binary;
+            c.rstart = end.pos;
+            c.cont = end.cont.map(|k| k.relative_to(end.pos));
+            c.swallow = end.swallow;
+            c.close_after_write |= end.close;
+            c.want_parse = end.more;
+            c.binary = end.binary;
         }
-        for (r, range) in self.udp_reqs.iter().zip(udp_plans) {
+        for (r, (range, mrange, mut unfinished)) in self.udp_reqs.iter().zip(udp_plans) {
             let mut reply = Vec::new();
+            let mut range = range;
+            if let Some(m) = first_deferred(&self.marks[mrange], &self.responses) {
+                range.end = m.step;
+                unfinished = true;
+            }
             for step in &self.steps[range] {
                 stop |= respond::write(
                     step,
@@ -402,6 +452,11 @@ impl Worker {
                     now,
                     &mut reply,
                 );
+            }
+            if unfinished {
+                // One datagram gets one pass: what did not fit in it is refused as memcached
+                // refuses a reply it cannot make room for.
+                respond::line(&mut reply, "SERVER_ERROR out of memory writing get response");
             }
             if let Some(sock) = self.udp.as_ref() {
                 for dg in crate::udp::datagrams(r.id, &reply) {
@@ -427,6 +482,13 @@ impl Worker {
     }
 }
 
+/// The first read of a client that the engine deferred (the value budget was spent).
+fn first_deferred<'m>(marks: &'m [ReadMark], res: &Responses) -> Option<&'m ReadMark> {
+    marks
+        .iter()
+        .find(|m| res.results[m.req as usize] == Response::Deferred)
+}
+
 /// Adds the time from its start to `counter` when dropped (the send phase has early exits).
 struct Timed<'a>(&'a std::sync::atomic::AtomicU64, std::time::Instant);
 
@@ -434,261 +496,6 @@ impl Drop for Timed<'_> {
     fn drop(&mut self) {
         TaskTimes::add(self.0, self.1);
     }
-}
-
-/// Where parsing one input buffer ended, and what the connection must do next.
-struct InputEnd {
-    pos: usize,
-    swallow: usize,
-    close: bool,
-    more: bool,
-    binary: Option<bool>,
-}
-
-/// PP for one input (a TCP connection's buffer or one UDP datagram): parses requests from
-/// `start`, appending engine requests to `batch` and reply steps to `steps`.
-#[allow(clippy::too_many_arguments)]
-fn parse_input<'a>(
-    buf: &'a [u8],
-    start: usize,
-    swallow_in: usize,
-    binary_in: Option<bool>,
-    limits: &text::Limits,
-    batch: &mut Vec<Request<'a>>,
-    steps: &mut Vec<Step>,
-) -> InputEnd {
-    let limits = *limits;
-    let mut pos = start;
-    let mut swallow = swallow_in;
-    let mut close = false;
-    let mut more = false;
-    let mut count = 0;
-    let keys_before = batch.len();
-    let mut binary_mode = binary_in;
-    loop {
-        if swallow > 0 {
-            let k = swallow.min(buf.len() - pos);
-            pos += k;
-            swallow -= k;
-            if swallow > 0 {
-                break;
-            }
-        }
-        if pos == buf.len() {
-            break;
-        }
-        if count == MAX_REQUESTS_PER_CONN_PASS
-            || batch.len() - keys_before >= MAX_KEYS_PER_CONN_PASS
-        {
-            more = true;
-            break;
-        }
-        count += 1;
-        // memcached decides the protocol from a connection's first byte.
-        let binary = *binary_mode.get_or_insert(buf[pos] == hkv_proto::binary::REQUEST_MAGIC);
-        if binary {
-            match hkv_proto::binary::parse(&buf[pos..], limits.max_item_size) {
-                BinParsed::Incomplete => break,
-                BinParsed::Close => {
-                    close = true;
-                    break;
-                }
-                BinParsed::Error {
-                    opcode,
-                    status,
-                    opaque,
-                    len,
-                    swallow: s,
-                    close: c,
-                } => {
-                    pos += len;
-                    swallow = s;
-                    steps.push(Step::Bin(BinStep::Status {
-                        opcode,
-                        status,
-                        opaque,
-                    }));
-                    if c {
-                        close = true;
-                        break;
-                    }
-                }
-                BinParsed::Request { req, len } => {
-                    pos += len;
-                    match crate::binary::plan(req, buf, batch, steps) {
-                        Flow::Continue => {}
-                        Flow::Barrier => {
-                            more = true;
-                            break;
-                        }
-                        Flow::Close => {
-                            close = true;
-                            break;
-                        }
-                    }
-                }
-            }
-            continue;
-        }
-        match text::parse(&buf[pos..], &limits) {
-            Parsed::Incomplete => break,
-            Parsed::Error {
-                error,
-                len,
-                swallow: s,
-                noreply,
-                close: c,
-                unlink,
-            } => {
-                pos += len;
-                swallow = s;
-                if let Some(key) = unlink {
-                    // memcached drops the old value of a key whose new one it refused.
-                    batch.push(Request::delete(key));
-                }
-                if !noreply {
-                    steps.push(Step::Text(error));
-                }
-                if c {
-                    close = true;
-                    break;
-                }
-            }
-            Parsed::Command { cmd, len } => {
-                pos += len;
-                let barrier = plan_command(cmd, buf, batch, steps, &mut close);
-                if barrier || close {
-                    more = !close;
-                    break;
-                }
-            }
-        }
-    }
-    InputEnd {
-        pos,
-        swallow,
-        close,
-        more,
-        binary: binary_mode,
-    }
-}
-
-/// Turns one command into engine requests and response steps. Returns true if parsing of
-/// this connection must pause after it until the batch has run (flush_all must see every
-/// earlier request executed, and none after it).
-fn plan_command<'a>(
-    cmd: Command<'a>,
-    buf: &'a [u8],
-    batch: &mut Vec<Request<'a>>,
-    steps: &mut Vec<Step>,
-    close: &mut bool,
-) -> bool {
-    let off = |k: &[u8]| (k.as_ptr() as usize - buf.as_ptr() as usize) as u32;
-    let mut engine = |req: Request<'a>| {
-        batch.push(req);
-        (batch.len() - 1) as u32
-    };
-    match cmd {
-        Command::Get { keys, cas } => {
-            for key in keys {
-                let op = if cas { Op::Gets } else { Op::Get };
-                let idx = engine(Request::new(op, key));
-                steps.push(Step::Value {
-                    idx,
-                    key_off: off(key),
-                    key_len: key.len() as u32,
-                    cas,
-                });
-            }
-            steps.push(Step::Text("END"));
-        }
-        Command::Gat { exptime, keys, cas } => {
-            for key in keys {
-                let op = if cas { Op::Gats } else { Op::Gat };
-                let idx = engine(Request {
-                    exptime,
-                    ..Request::new(op, key)
-                });
-                steps.push(Step::Value {
-                    idx,
-                    key_off: off(key),
-                    key_len: key.len() as u32,
-                    cas,
-                });
-            }
-            steps.push(Step::Text("END"));
-        }
-        Command::Store {
-            op,
-            key,
-            flags,
-            exptime,
-            cas,
-            data,
-            noreply,
-        } => {
-            let op = match op {
-                StoreOp::Set => Op::Set,
-                StoreOp::Add => Op::Add,
-                StoreOp::Replace => Op::Replace,
-                StoreOp::Append => Op::Append,
-                StoreOp::Prepend => Op::Prepend,
-                StoreOp::Cas => Op::Cas,
-            };
-            let idx = engine(Request {
-                cas,
-                ..Request::store(op, key, data, flags, exptime)
-            });
-            steps.push(Step::Reply { idx, noreply });
-        }
-        Command::Delete { key, noreply } => {
-            let idx = engine(Request::delete(key));
-            steps.push(Step::Reply { idx, noreply });
-        }
-        Command::Arith {
-            op,
-            key,
-            delta,
-            noreply,
-        } => {
-            let req = match op {
-                ArithOp::Incr => Request::incr(key, delta),
-                ArithOp::Decr => Request::decr(key, delta),
-            };
-            let idx = engine(req);
-            steps.push(Step::Reply { idx, noreply });
-        }
-        Command::Touch {
-            key,
-            exptime,
-            noreply,
-        } => {
-            let idx = engine(Request::touch(key, exptime));
-            steps.push(Step::Reply { idx, noreply });
-        }
-        Command::FlushAll { delay, noreply } => {
-            steps.push(Step::Flush { delay, noreply });
-            return true;
-        }
-        Command::Version => steps.push(Step::Version),
-        Command::Verbosity { noreply } => {
-            if !noreply {
-                steps.push(Step::Text("OK"));
-            }
-        }
-        Command::Quit => {
-            *close = true;
-        }
-        Command::Shutdown => {
-            steps.push(Step::Shutdown);
-            return true;
-        }
-        Command::Stats { args } => {
-            steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
-        }
-        Command::Meta(m) => return crate::respond::plan_meta(m, buf, batch, steps),
-    }
-    false
 }
 
 fn read_into(c: &mut Conn, cap: usize, shared: &Shared) {

@@ -187,3 +187,32 @@ fn requests(mut buf: &[u8]) -> Vec<String> {
         }
     }
 }
+
+#[test]
+fn regression_huge_numbers_get_memcached_errors() {
+    // u64 values of 2^63 and above once wrapped into small i64s (a 1-byte value stored for a
+    // length of -18446744073709551615) or overflowed (a panic with overflow checks on).
+    for line in [
+        &b"set k 0 0 -18446744073709551615\r\nx\r\n"[..],
+        b"set k 0 18446744073709551615 1\r\nx\r\n",
+        b"set k 0 -9223372036854775808 1\r\nx\r\n",
+        b"set k 0 0 -9223372036854775808\r\nx\r\n",
+        b"set k 0 0 9223372036854775808\r\nx\r\n",
+    ] {
+        assert_eq!(err(line), "CLIENT_ERROR bad command line format", "{line:?}");
+    }
+    assert_eq!(
+        err(b"touch k -9223372036854775808\r\n"),
+        "CLIENT_ERROR invalid exptime argument"
+    );
+    assert_eq!(
+        err(b"gat 18446744073709551615 k\r\n"),
+        "CLIENT_ERROR invalid exptime argument"
+    );
+}
+
+#[test]
+fn regression_gat_without_a_key_is_error() {
+    assert_eq!(err(b"gat 0\r\n"), "ERROR");
+    assert_eq!(err(b"gats 10\r\n"), "ERROR");
+}

@@ -60,6 +60,9 @@ pub struct StoreStats {
     /// Key and value bytes of live items (memcached's `bytes`).
     pub bytes: u64,
     pub out_of_memory: u64,
+    /// Chunk size of the largest class that has ever had a page: no value stored, now or
+    /// before, is longer (pages never leave a class), so it bounds what a read can return.
+    pub largest_chunk: u64,
 }
 
 struct Class {
@@ -423,6 +426,7 @@ impl SlabStore {
                     let class = &mut self.classes[c];
                     class.pages.push(page);
                     self.stats.pages += 1;
+                    self.stats.largest_chunk = self.stats.largest_chunk.max(class.info.chunk as u64);
                     class.bump += 1;
                     return Some(class.bump - 1);
                 }

@@ -128,7 +128,8 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
             })
         }
         b"gat" | b"gats" => {
-            if n < 2 {
+            // memcached: `gat <exptime>` without a key is not a command at all.
+            if n < 3 {
                 return Parsed::error("ERROR", line_len);
             }
             let Some(exptime) = parse_i32(tokens[1]) else {

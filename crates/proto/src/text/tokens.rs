@@ -22,7 +22,8 @@ pub(crate) fn parse_i32(t: &[u8]) -> Option<i64> {
         Some((b'-', rest)) => (true, rest),
         _ => (false, t),
     };
-    let v = parse_u64(digits)? as i64;
+    // Range-checked before the sign is applied: a u64 of 2^63 or more must not wrap.
+    let v = i64::try_from(parse_u64(digits)?).ok()?;
     let v = if neg { -v } else { v };
     (i32::MIN as i64..=i32::MAX as i64)
         .contains(&v)
@@ -43,6 +44,15 @@ mod tests {
         assert_eq!(parse_i32(b"-1"), Some(-1));
         assert_eq!(parse_i32(b"2147483648"), None);
         assert_eq!(parse_i32(b"-"), None);
+    }
+
+    #[test]
+    fn regression_numbers_of_2_pow_63_and_above_are_refused() {
+        assert_eq!(parse_i32(b"-18446744073709551615"), None);
+        assert_eq!(parse_i32(b"18446744073709551615"), None);
+        assert_eq!(parse_i32(b"-9223372036854775808"), None);
+        assert_eq!(parse_i32(b"9223372036854775808"), None);
+        assert_eq!(parse_i32(b"-2147483648"), Some(-2147483648));
         let t: Vec<&[u8]> = split(b"  get  a b ").collect();
         assert_eq!(t, [&b"get"[..], b"a", b"b"]);
     }

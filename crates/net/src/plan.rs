@@ -1,0 +1,546 @@
+//! PP: parses one input (a connection's buffer or a UDP datagram) into engine requests and
+//! reply steps, within the pass's budgets.
+//!
+//! Values read are copied into the pass's output, so how much one pass plans decides how
+//! much memory it can take. Three rules keep that bounded whatever a client sends:
+//! - a multi-key `get`/`gat` line is planned a slice of keys at a time ([`GetCont`]); the rest
+//!   waits in the buffer for later passes, as memcached answers a huge multiget in parts;
+//! - a GET with nothing after it from the same client in this pass is *deferrable*: the
+//!   engine may answer it `Deferred` when the pass's value budget is spent, and the client
+//!   resumes from that key next pass ([`ReadMark`]);
+//! - reads followed by a write of the same client must be answered in this pass (the write
+//!   has run), so their worst-case size is charged to a per-pass and per-client budget, and a
+//!   write that would overdraw it waits for the next pass.
+
+use hkv_engine::{Op, Request};
+use hkv_proto::binary::BinParsed;
+use hkv_proto::text::{self, ArithOp, Command, Parsed, StoreOp};
+
+use crate::binary::Flow;
+use crate::respond::Step;
+
+/// Most requests taken from one connection in one pass, so one pipelining client cannot
+/// make a batch (and everyone's latency) arbitrarily large.
+const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
+/// Most engine requests (keys) for one connection in one pass; a longer multi-key line goes
+/// on in the next pass. Bytes are bounded by the value budgets, not by this.
+pub(crate) const MAX_KEYS_PER_CONN_PASS: usize = 256;
+
+/// A `get`/`gets`/`gat`/`gats` line being answered over several passes. Positions are
+/// absolute within the buffer being parsed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct GetCont {
+    pub cas: bool,
+    /// `Some` for gat/gats.
+    pub exptime: Option<i64>,
+    /// End of the last key on the line.
+    pub keys_end: usize,
+    /// Just past the line's newline.
+    pub line_end: usize,
+}
+
+impl GetCont {
+    /// The same continuation with positions relative to `base` (to survive buffer moves).
+    pub fn relative_to(self, base: usize) -> GetCont {
+        GetCont {
+            keys_end: self.keys_end - base,
+            line_end: self.line_end - base,
+            ..self
+        }
+    }
+
+    pub fn absolute_from(self, base: usize) -> GetCont {
+        GetCont {
+            keys_end: self.keys_end + base,
+            line_end: self.line_end + base,
+            ..self
+        }
+    }
+}
+
+/// Where a deferrable read came from, so a pass can stop its client at that read.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ReadMark {
+    /// The engine request.
+    pub req: u32,
+    /// Steps before this index are the replies to what came earlier.
+    pub step: usize,
+    /// Input position to resume from, and the multi-key line it is part of.
+    pub resume: usize,
+    pub cont: Option<GetCont>,
+}
+
+/// What a pass may still spend on reads that cannot be deferred.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PassBudget {
+    /// Bytes left for non-deferrable reads in this pass, all clients together.
+    pub nd_left: usize,
+    /// Bytes of non-deferrable reads one client may have in a pass (beyond its first).
+    pub per_client: usize,
+    /// Upper bound on a stored value's length when the pass began.
+    pub value_bound: usize,
+    /// Bytes the writes planned so far in this pass may add to any value.
+    pub written: usize,
+    pub max_item: usize,
+}
+
+impl PassBudget {
+    /// The most one read can return in this pass.
+    fn per_read(&self) -> usize {
+        self.value_bound
+            .saturating_add(self.written)
+            .min(self.max_item)
+            .max(1)
+    }
+}
+
+/// Where parsing one input ended, and what the connection must do next.
+pub(crate) struct InputEnd {
+    pub pos: usize,
+    pub swallow: usize,
+    pub close: bool,
+    pub more: bool,
+    pub binary: Option<bool>,
+    pub cont: Option<GetCont>,
+}
+
+/// Per-connection state of one planning run.
+struct Client {
+    keys_before: usize,
+    steps_before: usize,
+    /// Batch index after the last write: reads from here on may still be deferrable.
+    open_from: usize,
+    /// Reads in `open_from..` (their size is charged once a write follows them).
+    open_reads: usize,
+    nd_left: usize,
+}
+
+impl Client {
+    fn planned_nothing(&self, batch_len: usize, steps_len: usize) -> bool {
+        batch_len == self.keys_before && steps_len == self.steps_before
+    }
+
+    /// Charges `reads` non-deferrable reads; false if the budgets do not allow it (unless the
+    /// client has planned nothing yet this pass: every client makes progress).
+    fn charge(&mut self, pass: &mut PassBudget, reads: usize, first: bool) -> bool {
+        let cost = reads.saturating_mul(pass.per_read());
+        if !first && (cost > pass.nd_left || cost > self.nd_left) {
+            return false;
+        }
+        pass.nd_left = pass.nd_left.saturating_sub(cost);
+        self.nd_left = self.nd_left.saturating_sub(cost);
+        true
+    }
+}
+
+/// PP for one input (a TCP connection's buffer or one UDP datagram): parses requests from
+/// `start`, appending engine requests to `batch`, reply steps to `steps`, and the origin of
+/// every deferrable read to `marks`. `group` tags this client's requests for the engine's
+/// per-client value budget.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn parse_input<'a>(
+    buf: &'a [u8],
+    start: usize,
+    swallow_in: usize,
+    binary_in: Option<bool>,
+    cont_in: Option<GetCont>,
+    limits: &text::Limits,
+    group: u32,
+    pass: &mut PassBudget,
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+    marks: &mut Vec<ReadMark>,
+) -> InputEnd {
+    let limits = *limits;
+    let mut end = InputEnd {
+        pos: start,
+        swallow: swallow_in,
+        close: false,
+        more: false,
+        binary: binary_in,
+        cont: cont_in,
+    };
+    let mut client = Client {
+        keys_before: batch.len(),
+        steps_before: steps.len(),
+        open_from: batch.len(),
+        open_reads: 0,
+        nd_left: pass.per_client,
+    };
+    let marks_before = marks.len();
+    let mut count = 0;
+    loop {
+        if let Some(cont) = end.cont {
+            match plan_get_keys(buf, &mut end.pos, cont, &mut client, pass, batch, steps, marks) {
+                true => end.cont = None,
+                false => {
+                    end.more = true;
+                    break;
+                }
+            }
+        }
+        if end.swallow > 0 {
+            let k = end.swallow.min(buf.len() - end.pos);
+            end.pos += k;
+            end.swallow -= k;
+            if end.swallow > 0 {
+                break;
+            }
+        }
+        if end.pos == buf.len() {
+            break;
+        }
+        if count == MAX_REQUESTS_PER_CONN_PASS
+            || batch.len() - client.keys_before >= MAX_KEYS_PER_CONN_PASS
+        {
+            end.more = true;
+            break;
+        }
+        count += 1;
+        let (b0, s0, m0, p0, w0) = (batch.len(), steps.len(), marks.len(), end.pos, end.swallow);
+        let first = client.planned_nothing(b0, s0);
+        // memcached decides the protocol from a connection's first byte.
+        let binary = *end
+            .binary
+            .get_or_insert(buf[end.pos] == hkv_proto::binary::REQUEST_MAGIC);
+        let stop = if binary {
+            plan_binary(buf, &limits, &mut end, batch, steps)
+        } else {
+            plan_text(buf, &limits, &mut end, batch, steps)
+        };
+        if end.cont.is_some() {
+            // A multi-key line: its keys are planned (and charged) one by one.
+            continue;
+        }
+        // Charge what the command added: a write makes every open read non-deferrable.
+        let new = &batch[b0..];
+        let writes = new.iter().any(|r| !r.op.is_read());
+        if writes {
+            let values = new.iter().filter(|r| returns_value(r.op)).count();
+            if !client.charge(pass, client.open_reads + values, first) {
+                // Not this pass: the command is parsed again next time.
+                batch.truncate(b0);
+                steps.truncate(s0);
+                marks.truncate(m0);
+                end.pos = p0;
+                end.swallow = w0;
+                end.close = false;
+                end.more = true;
+                break;
+            }
+            for r in new {
+                pass.written = pass.written.saturating_add(r.value.len() + 24);
+            }
+            client.open_from = batch.len();
+            client.open_reads = 0;
+        } else {
+            for i in b0..batch.len() {
+                marks.push(ReadMark {
+                    req: i as u32,
+                    step: s0,
+                    resume: p0,
+                    cont: None,
+                });
+                client.open_reads += 1;
+            }
+        }
+        if stop {
+            break;
+        }
+    }
+    // Reads after this client's last write may wait for a later pass.
+    for r in &mut batch[client.keys_before..] {
+        r.group = group;
+    }
+    for r in &mut batch[client.open_from..] {
+        r.deferrable = r.op.is_read();
+    }
+    let open_from = client.open_from as u32;
+    let mut kept = marks_before;
+    for i in marks_before..marks.len() {
+        if marks[i].req >= open_from {
+            marks[kept] = marks[i];
+            kept += 1;
+        }
+    }
+    marks.truncate(kept);
+    end
+}
+
+fn returns_value(op: Op) -> bool {
+    matches!(op, Op::Get | Op::Gets | Op::Gat | Op::Gats)
+}
+
+/// Plans one binary request. Returns true if parsing must stop after it.
+fn plan_binary<'a>(
+    buf: &'a [u8],
+    limits: &text::Limits,
+    end: &mut InputEnd,
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+) -> bool {
+    use crate::binary::BinStep;
+    match hkv_proto::binary::parse(&buf[end.pos..], limits.max_item_size) {
+        BinParsed::Incomplete => true,
+        BinParsed::Close => {
+            end.close = true;
+            true
+        }
+        BinParsed::Error {
+            opcode,
+            status,
+            opaque,
+            len,
+            swallow,
+            close,
+        } => {
+            end.pos += len;
+            end.swallow = swallow;
+            steps.push(Step::Bin(BinStep::Status {
+                opcode,
+                status,
+                opaque,
+            }));
+            end.close |= close;
+            close
+        }
+        BinParsed::Request { req, len } => {
+            end.pos += len;
+            match crate::binary::plan(req, buf, batch, steps) {
+                Flow::Continue => false,
+                Flow::Barrier => {
+                    end.more = true;
+                    true
+                }
+                Flow::Close => {
+                    end.close = true;
+                    true
+                }
+            }
+        }
+    }
+}
+
+/// Plans one text or meta request. Returns true if parsing must stop after it.
+fn plan_text<'a>(
+    buf: &'a [u8],
+    limits: &text::Limits,
+    end: &mut InputEnd,
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+) -> bool {
+    let at = end.pos;
+    match text::parse(&buf[at..], limits) {
+        Parsed::Incomplete => true,
+        Parsed::Error {
+            error,
+            len,
+            swallow,
+            noreply,
+            close,
+            unlink,
+        } => {
+            end.pos += len;
+            end.swallow = swallow;
+            if let Some(key) = unlink {
+                // memcached drops the old value of a key whose new one it refused.
+                batch.push(Request::delete(key));
+            }
+            if !noreply {
+                steps.push(Step::Text(error));
+            }
+            end.close |= close;
+            close
+        }
+        Parsed::Command { cmd, len } => {
+            end.pos += len;
+            let line_end = at + len;
+            let off = |k: &[u8]| k.as_ptr() as usize - buf.as_ptr() as usize;
+            let (keys, cas, exptime) = match &cmd {
+                Command::Get { keys, cas } => (keys, *cas, None),
+                Command::Gat { exptime, keys, cas } => (keys, *cas, Some(*exptime)),
+                _ => {
+                    let barrier = plan_command(cmd, buf, batch, steps, &mut end.close);
+                    if barrier && !end.close {
+                        end.more = true;
+                    }
+                    return barrier || end.close;
+                }
+            };
+            // The parser refuses a get without keys.
+            let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+                return false;
+            };
+            end.pos = off(first);
+            end.cont = Some(GetCont {
+                cas,
+                exptime,
+                keys_end: off(last) + last.len(),
+                line_end,
+            });
+            false
+        }
+    }
+}
+
+/// Plans the keys of a multi-key line from `*pos` until the line ends (returns true, `*pos`
+/// past the line) or this pass's limits stop it (returns false, `*pos` at the next key).
+#[allow(clippy::too_many_arguments)]
+fn plan_get_keys<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    cont: GetCont,
+    client: &mut Client,
+    pass: &mut PassBudget,
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+    marks: &mut Vec<ReadMark>,
+) -> bool {
+    let mut p = *pos;
+    loop {
+        while p < cont.keys_end && buf[p] == b' ' {
+            p += 1;
+        }
+        if p >= cont.keys_end {
+            steps.push(Step::Text("END"));
+            *pos = cont.line_end;
+            return true;
+        }
+        if batch.len() - client.keys_before >= MAX_KEYS_PER_CONN_PASS {
+            *pos = p;
+            return false;
+        }
+        let q = buf[p..cont.keys_end]
+            .iter()
+            .position(|&b| b == b' ')
+            .map_or(cont.keys_end, |n| p + n);
+        let key = &buf[p..q];
+        let req = match cont.exptime {
+            Some(exptime) => {
+                // gat changes the item, so it is answered in this pass whatever its size.
+                let first = client.planned_nothing(batch.len(), steps.len());
+                if !client.charge(pass, client.open_reads + 1, first) {
+                    *pos = p;
+                    return false;
+                }
+                client.open_reads = 0;
+                client.open_from = batch.len() + 1;
+                let op = if cont.cas { Op::Gats } else { Op::Gat };
+                Request {
+                    exptime,
+                    ..Request::new(op, key)
+                }
+            }
+            None => {
+                let op = if cont.cas { Op::Gets } else { Op::Get };
+                marks.push(ReadMark {
+                    req: batch.len() as u32,
+                    step: steps.len(),
+                    resume: p,
+                    cont: Some(cont),
+                });
+                client.open_reads += 1;
+                Request::new(op, key)
+            }
+        };
+        batch.push(req);
+        steps.push(Step::Value {
+            idx: (batch.len() - 1) as u32,
+            key_off: p as u32,
+            key_len: key.len() as u32,
+            cas: cont.cas,
+        });
+        p = q;
+    }
+}
+
+/// Turns one command other than a multi-key read into engine requests and response steps.
+/// Returns true if parsing of this connection must pause after it until the batch has run
+/// (flush_all must see every earlier request executed, and none after it).
+fn plan_command<'a>(
+    cmd: Command<'a>,
+    buf: &'a [u8],
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+    close: &mut bool,
+) -> bool {
+    let mut engine = |req: Request<'a>| {
+        batch.push(req);
+        (batch.len() - 1) as u32
+    };
+    match cmd {
+        Command::Get { .. } | Command::Gat { .. } => {
+            unreachable!("multi-key reads are planned by plan_get_keys")
+        }
+        Command::Store {
+            op,
+            key,
+            flags,
+            exptime,
+            cas,
+            data,
+            noreply,
+        } => {
+            let op = match op {
+                StoreOp::Set => Op::Set,
+                StoreOp::Add => Op::Add,
+                StoreOp::Replace => Op::Replace,
+                StoreOp::Append => Op::Append,
+                StoreOp::Prepend => Op::Prepend,
+                StoreOp::Cas => Op::Cas,
+            };
+            let idx = engine(Request {
+                cas,
+                ..Request::store(op, key, data, flags, exptime)
+            });
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Delete { key, noreply } => {
+            let idx = engine(Request::delete(key));
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Arith {
+            op,
+            key,
+            delta,
+            noreply,
+        } => {
+            let req = match op {
+                ArithOp::Incr => Request::incr(key, delta),
+                ArithOp::Decr => Request::decr(key, delta),
+            };
+            let idx = engine(req);
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
+            let idx = engine(Request::touch(key, exptime));
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::FlushAll { delay, noreply } => {
+            steps.push(Step::Flush { delay, noreply });
+            return true;
+        }
+        Command::Version => steps.push(Step::Version),
+        Command::Verbosity { noreply } => {
+            if !noreply {
+                steps.push(Step::Text("OK"));
+            }
+        }
+        Command::Quit => {
+            *close = true;
+        }
+        Command::Shutdown => {
+            steps.push(Step::Shutdown);
+            return true;
+        }
+        Command::Stats { args } => {
+            steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
+        }
+        Command::Meta(m) => return crate::respond::plan_meta(m, buf, batch, steps),
+    }
+    false
+}
