@@ -189,9 +189,9 @@ impl Engine {
             let owners = &self.owners;
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p as u32);
             part.budget = ValueBudget {
-            total: *value_budget,
-            group: *group_budget,
-        };
+                total: *value_budget,
+                group: *group_budget,
+            };
             part.run(
                 reqs,
                 &self.hashes,

@@ -588,7 +588,10 @@ impl Partition {
                         if group_bytes.len() <= g {
                             group_bytes.resize(g + 1, 0);
                         }
-                        if self.budget.defers(data.len(), group_bytes[g], item.value_len()) {
+                        if self
+                            .budget
+                            .defers(data.len(), group_bytes[g], item.value_len())
+                        {
                             self.stats.deferred_reads += 1;
                             return Response::Deferred;
                         }

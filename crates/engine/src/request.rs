@@ -208,9 +208,7 @@ impl Responses {
     /// The value bytes of a `Response::Value` (empty for any other response).
     pub fn value(&self, r: &Response) -> &[u8] {
         match *r {
-            Response::Value { offset, len, .. } => {
-                &self.data[offset..offset + len as usize]
-            }
+            Response::Value { offset, len, .. } => &self.data[offset..offset + len as usize],
             _ => &[],
         }
     }

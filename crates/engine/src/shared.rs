@@ -14,7 +14,7 @@ use hkv_mem::Arena;
 use hkv_store::{expiry_from_exptime, ClassInfo, Expiry, StoreStats};
 
 use crate::engine::{Engine, EngineConfig, EngineError};
-use crate::partition::{ValueBudget, BatchTiming, Partition};
+use crate::partition::{BatchTiming, Partition, ValueBudget};
 use crate::request::{Request, Response, Responses};
 use crate::schedule::{ScheduleStats, Scheduler};
 use crate::stats::EngineStats;
@@ -120,9 +120,9 @@ impl SharedEngine {
             let mut part = self.lock(p as usize);
             self.set_delay(&mut part);
             part.budget = ValueBudget {
-            total: *value_budget,
-            group: *group_budget,
-        };
+                total: *value_budget,
+                group: *group_budget,
+            };
             part.run(
                 reqs,
                 &s.hashes,

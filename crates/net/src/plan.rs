@@ -171,7 +171,16 @@ pub(crate) fn parse_input<'a>(
     let mut count = 0;
     loop {
         if let Some(cont) = end.cont {
-            match plan_get_keys(buf, &mut end.pos, cont, &mut client, pass, batch, steps, marks) {
+            match plan_get_keys(
+                buf,
+                &mut end.pos,
+                cont,
+                &mut client,
+                pass,
+                batch,
+                steps,
+                marks,
+            ) {
                 true => end.cont = None,
                 false => {
                     end.more = true;
@@ -248,7 +257,21 @@ pub(crate) fn parse_input<'a>(
             break;
         }
     }
-    // Reads after this client's last write may wait for a later pass.
+    // Reads after this client's last write may wait for a later pass, except the first of
+    // them when the budget allows: partitions run in turn, so the engine may spend the
+    // budget on this client's later keys first, and the earliest one must not wait forever.
+    if let Some(i) = batch[client.open_from..]
+        .iter()
+        .position(|r| r.op.is_read())
+    {
+        let at = client.open_from + i;
+        if client.charge(pass, 1, at == client.keys_before) {
+            for r in &mut batch[client.open_from..=at] {
+                r.deferrable = false;
+            }
+            client.open_from = at + 1;
+        }
+    }
     for r in &mut batch[client.keys_before..] {
         r.group = group;
     }

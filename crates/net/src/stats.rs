@@ -237,6 +237,7 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
             stat(out, "get_share", format!("{:.3}", sc.get_share));
             stat(out, "pending_writes", shared.engine.pending_writes());
             stat(out, "forwarded_reads", e.forwarded_reads);
+            stat(out, "deferred_reads", e.deferred_reads);
             stat(out, "merged_writes", e.merged_writes);
             stat(out, "applied_writes", e.applied_writes);
             stat(out, "write_applies", e.write_applies);

@@ -456,7 +456,10 @@ impl Worker {
             if unfinished {
                 // One datagram gets one pass: what did not fit in it is refused as memcached
                 // refuses a reply it cannot make room for.
-                respond::line(&mut reply, "SERVER_ERROR out of memory writing get response");
+                respond::line(
+                    &mut reply,
+                    "SERVER_ERROR out of memory writing get response",
+                );
             }
             if let Some(sock) = self.udp.as_ref() {
                 for dg in crate::udp::datagrams(r.id, &reply) {

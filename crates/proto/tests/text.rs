@@ -199,7 +199,11 @@ fn regression_huge_numbers_get_memcached_errors() {
         b"set k 0 0 -9223372036854775808\r\nx\r\n",
         b"set k 0 0 9223372036854775808\r\nx\r\n",
     ] {
-        assert_eq!(err(line), "CLIENT_ERROR bad command line format", "{line:?}");
+        assert_eq!(
+            err(line),
+            "CLIENT_ERROR bad command line format",
+            "{line:?}"
+        );
     }
     assert_eq!(
         err(b"touch k -9223372036854775808\r\n"),

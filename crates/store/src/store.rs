@@ -426,7 +426,8 @@ impl SlabStore {
                     let class = &mut self.classes[c];
                     class.pages.push(page);
                     self.stats.pages += 1;
-                    self.stats.largest_chunk = self.stats.largest_chunk.max(class.info.chunk as u64);
+                    self.stats.largest_chunk =
+                        self.stats.largest_chunk.max(class.info.chunk as u64);
                     class.bump += 1;
                     return Some(class.bump - 1);
                 }

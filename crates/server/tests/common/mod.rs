@@ -78,6 +78,18 @@ impl Hkv {
     }
 }
 
+impl Hkv {
+    /// Peak resident memory of the server process so far (VmHWM), in bytes.
+    pub fn peak_rss(&self) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        s.lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    }
+}
+
 impl Drop for Hkv {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {

@@ -1,0 +1,214 @@
+//! Regression tests for the reliability review (issue 13): each reproduces a request that
+//! once grew the server without bound, killed it or mixed up data, against the real binary.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::{assert_healthy, Client, Hkv};
+
+/// What the server may hold beyond `-m`: code, threads, connection buffers and one pass of
+/// values per worker (docs/reliability.md).
+const OVERHEAD: u64 = 96 << 20;
+
+fn assert_peak_within(h: &Hkv, limit_mb: u64) {
+    let peak = h.peak_rss();
+    assert!(peak > 0, "no VmHWM");
+    assert!(
+        peak < (limit_mb << 20) + OVERHEAD,
+        "peak RSS {} MiB with -m {limit_mb}",
+        peak >> 20
+    );
+}
+
+/// Reads exactly `n` bytes.
+fn read_exact(c: &mut Client, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    c.stream.read_exact(&mut v).expect("read reply");
+    v
+}
+
+fn set_big(c: &mut Client, key: &str, len: usize, fill: u8) -> Vec<u8> {
+    let v = vec![fill; len];
+    c.send(format!("set {key} 0 0 {len}\r\n").as_bytes());
+    c.send(&v);
+    c.send(b"\r\n");
+    assert_eq!(c.read_until(b"\r\n"), "STORED\r\n");
+    v
+}
+
+fn value_block(key: &str, v: &[u8]) -> Vec<u8> {
+    let mut b = format!("VALUE {key} 0 {}\r\n", v.len()).into_bytes();
+    b.extend_from_slice(v);
+    b.extend_from_slice(b"\r\n");
+    b
+}
+
+#[test]
+fn regression_multiget_of_200_large_values_is_answered_in_parts() {
+    // 805 bytes asking for 200 x 500 KB once took a -m 16 server to a 199 MB peak.
+    let h = Hkv::start(&["-m", "16", "-t", "1"]);
+    let mut c = h.connect();
+    let v = set_big(&mut c, "big", 500_000, b'b');
+    let line = format!("get{}\r\n", " big".repeat(200));
+    assert_eq!(line.len(), 805);
+    c.send(line.as_bytes());
+    let block = value_block("big", &v);
+    for i in 0..200 {
+        assert_eq!(read_exact(&mut c, block.len()), block, "value {i}");
+    }
+    assert_eq!(read_exact(&mut c, 5), b"END\r\n");
+    assert_peak_within(&h, 16);
+    assert_healthy(&h);
+}
+
+#[test]
+fn regression_a_1mb_line_of_one_key_does_not_kill_the_server() {
+    // `get a a a ...` over a 1 MB value asks for ~500 GB of replies: the server once tried to
+    // build them all and was killed. Now it answers as the client reads.
+    let h = Hkv::start(&["-m", "32", "-t", "1", "-I", "2m"]);
+    let mut c = h.connect();
+    let v = set_big(&mut c, "a", 1 << 20, b'x');
+    let mut line = b"get".to_vec();
+    while line.len() < (1 << 20) - 4 {
+        line.extend_from_slice(b" a");
+    }
+    line.extend_from_slice(b"\r\n");
+    c.send(&line);
+    // Read 64 replies (64 MB), then walk away.
+    let block = value_block("a", &v);
+    for i in 0..64 {
+        assert_eq!(read_exact(&mut c, block.len()), block, "value {i}");
+    }
+    drop(c);
+    assert_healthy(&h);
+    assert_peak_within(&h, 32);
+}
+
+#[test]
+fn regression_pipelined_gets_trickled_without_reading() {
+    // 5000 pipelined `get big`, then two bytes at a time, never reading: the server kept
+    // parsing and once grew from 23 MB to 603 MB.
+    let h = Hkv::start(&["-m", "16", "-t", "1"]);
+    let mut c = h.connect();
+    set_big(&mut c, "big", 500_000, b'z');
+    let mut greedy = h.connect();
+    greedy
+        .stream
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let req = "get big\r\n".repeat(5000);
+    let _ = greedy.stream.write_all(req.as_bytes());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if greedy.stream.write_all(b"ge").is_err() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_healthy(&h);
+    assert_peak_within(&h, 16);
+}
+
+#[test]
+fn regression_deferred_reads_keep_the_clients_order() {
+    // A multi-get larger than the per-connection budget, then a write to one of its keys and
+    // a read of it, pipelined: the get's replies are the old values, then STORED, then the new.
+    let h = Hkv::start(&["-m", "64", "-t", "2"]);
+    let mut c = h.connect();
+    let mut want = Vec::new();
+    let mut line = String::from("get");
+    let mut values = Vec::new();
+    for i in 0..12 {
+        let key = format!("k{i}");
+        let v = set_big(&mut c, &key, 300_000 + i, b'a' + i as u8);
+        line.push(' ');
+        line.push_str(&key);
+        want.extend(value_block(&key, &v));
+        values.push(v);
+    }
+    want.extend_from_slice(b"END\r\nSTORED\r\n");
+    want.extend(value_block("k0", b"new"));
+    want.extend_from_slice(b"END\r\n");
+    line.push_str("\r\nset k0 0 0 3\r\nnew\r\nget k0\r\n");
+    for _ in 0..3 {
+        c.send(line.as_bytes());
+        assert_eq!(read_exact(&mut c, want.len()), want);
+        // Put k0 back for the next round.
+        c.send(format!("set k0 0 0 {}\r\n", values[0].len()).as_bytes());
+        c.send(&values[0]);
+        c.send(b"\r\n");
+        assert_eq!(c.read_until(b"\r\n"), "STORED\r\n");
+    }
+    let stats = c.call("stats hkv\r\n", "END\r\n");
+    let deferred: u64 = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT deferred_reads "))
+        .and_then(|v| v.parse().ok())
+        .expect("deferred_reads stat");
+    assert!(deferred > 0, "the budget never deferred a read:\n{stats}");
+}
+
+#[test]
+fn regression_huge_numbers_are_refused_and_do_not_panic() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    for (req, want) in [
+        (
+            "set k 0 0 -18446744073709551615\r\nx\r\n",
+            "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+        ),
+        (
+            "set k 0 18446744073709551615 1\r\nx\r\n",
+            "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+        ),
+        (
+            "set k 0 0 -9223372036854775808\r\nx\r\n",
+            "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+        ),
+        (
+            "touch k -9223372036854775808\r\n",
+            "CLIENT_ERROR invalid exptime argument\r\n",
+        ),
+        ("gat 0\r\n", "ERROR\r\n"),
+    ] {
+        c.expect(req, want);
+    }
+    c.expect("get k\r\n", "END\r\n");
+    assert_healthy(&h);
+}
+
+#[test]
+fn regression_udp_multiget_reply_is_bounded() {
+    let h = Hkv::start(&["-m", "32", "-t", "1", "--udp-listen", "127.0.0.1:0"]);
+    let mut c = h.connect();
+    set_big(&mut c, "u", 200, b'u');
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut dg = vec![0, 7, 0, 0, 0, 1, 0, 0];
+    dg.extend_from_slice(format!("get{}\r\n", " u".repeat(1000)).as_bytes());
+    sock.send_to(&dg, h.udp.unwrap()).unwrap();
+    // The reply is split into datagrams; collect until the last one arrives.
+    let mut reply = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let mut total = None;
+    let mut got = 0;
+    while total != Some(got) {
+        let Ok(n) = sock.recv(&mut buf) else { break };
+        total = Some(u16::from_be_bytes([buf[4], buf[5]]));
+        got += 1;
+        reply.extend_from_slice(&buf[8..n]);
+    }
+    let text = String::from_utf8_lossy(&reply);
+    assert!(
+        text.ends_with("SERVER_ERROR out of memory writing get response\r\n"),
+        "{} bytes, tail {:?}",
+        reply.len(),
+        &text[text.len().saturating_sub(80)..]
+    );
+    // One pass's worth: at most MAX_KEYS_PER_CONN_PASS values.
+    assert!(reply.len() < 256 * 230 + 100, "{} bytes", reply.len());
+    assert_healthy(&h);
+    assert_peak_within(&h, 32);
+}
