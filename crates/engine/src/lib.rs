@@ -17,6 +17,7 @@ mod shared;
 mod stats;
 
 pub use engine::{Backend, Engine, EngineConfig, EngineError};
+pub use hkv_index::set_hash_seed;
 pub use partition::Partition;
 pub use request::{Op, Request, Response, Responses};
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};

@@ -65,11 +65,22 @@ impl SharedEngine {
     }
 
     fn lock(&self, p: usize) -> MutexGuard<'_, Partition> {
-        // A panic while a partition was locked leaves it consistent for reads of other keys;
-        // keep serving rather than take the whole server down.
-        self.partitions[p]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        // A panic while a partition was locked may have left its index and store half
+        // updated (an item linked but not counted, a chunk freed but still indexed). Serving
+        // from it could hand out another key's bytes, so the process stops with a clear line
+        // for its supervisor instead (docs/reliability.md).
+        match self.partitions[p].lock() {
+            Ok(g) => g,
+            Err(_) => {
+                tracing::error!(
+                    partition = p,
+                    "a worker panicked inside the engine; the partition may be half updated, \
+                     exiting so the supervisor restarts hkv"
+                );
+                eprintln!("hkv: engine partition {p} poisoned by a panic; exiting");
+                std::process::exit(70)
+            }
+        }
     }
 
     pub fn partitions(&self) -> usize {

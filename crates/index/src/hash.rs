@@ -27,9 +27,20 @@ pub struct KeyHash {
     pub lo: u32,
 }
 
+/// The process's hash seed (0, plain XXH3-64, until [`set_hash_seed`]).
+static SEED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Seeds every later [`hash_key`] call. The server sets a random seed at start-up, so keys
+/// that all land in one bucket pair cannot be worked out offline (a flooding attack); it must
+/// be set before any key is stored, since stored keys are placed by their hash.
+pub fn set_hash_seed(seed: u64) {
+    SEED.store(seed, std::sync::atomic::Ordering::Relaxed);
+}
+
 #[inline]
 pub fn hash_key(key: &[u8]) -> KeyHash {
-    let h = xxhash_rust::xxh3::xxh3_64(key);
+    let h =
+        xxhash_rust::xxh3::xxh3_64_with_seed(key, SEED.load(std::sync::atomic::Ordering::Relaxed));
     let sig = (h >> 32) as u32;
     KeyHash {
         sig: if sig == EMPTY_SIGNATURE { 1 } else { sig },

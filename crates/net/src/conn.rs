@@ -30,6 +30,11 @@ pub(crate) struct Conn {
     /// A multi-key line answered in parts: its remaining keys start at `rstart`; positions
     /// relative to `rstart`.
     pub cont: Option<GetCont>,
+    /// Last time bytes moved either way (for `idle_timeout`).
+    pub last_active: std::time::Instant,
+    /// Bytes from `rstart` already known to hold no newline, so a long line arriving in
+    /// pieces is scanned once, not once per piece.
+    pub scanned: usize,
 }
 
 impl Conn {
@@ -49,6 +54,8 @@ impl Conn {
             writable_registered: false,
             binary: None,
             cont: None,
+            last_active: std::time::Instant::now(),
+            scanned: 0,
         }
     }
 

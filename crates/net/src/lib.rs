@@ -47,6 +47,9 @@ pub struct NetConfig {
     pub memory_limit: usize,
     pub growth_factor: f64,
     pub page_size: usize,
+    /// memcached's `-o idle_timeout`: a connection that neither sends nor takes bytes for
+    /// this long is closed. None: never.
+    pub idle_timeout: Option<std::time::Duration>,
 }
 
 impl Default for NetConfig {
@@ -63,6 +66,7 @@ impl Default for NetConfig {
             memory_limit: 64 << 20,
             growth_factor: 1.25,
             page_size: 1 << 20,
+            idle_timeout: None,
         }
     }
 }
@@ -73,6 +77,11 @@ pub enum NetError {
     Bind(SocketAddr, std::io::Error),
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    #[error(
+        "-c {conns} needs {need} open files but the limit is {limit}: \
+         raise it (ulimit -n) or ask for fewer connections"
+    )]
+    FileLimit { conns: usize, need: u64, limit: u64 },
 }
 
 /// What workers share.
@@ -115,6 +124,7 @@ const ACCEPT_WAKE: Token = Token(1);
 impl Server {
     /// Binds and starts the acceptor and workers.
     pub fn start(engine: SharedEngine, config: NetConfig) -> Result<Server, NetError> {
+        ensure_file_limit(config.max_connections, config.threads)?;
         let mut listener =
             TcpListener::bind(config.listen).map_err(|e| NetError::Bind(config.listen, e))?;
         let addr = listener.local_addr()?;
@@ -145,10 +155,11 @@ impl Server {
                 Arc::clone(&waker),
                 if id == 0 { udp.take() } else { None },
             )?;
+            let wshared = Arc::clone(&shared);
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("hkv-worker-{id}"))
-                    .spawn(move || w.run())?,
+                    .spawn(move || run_isolated(id, w, &wshared))?,
             );
             senders.push((tx, Arc::clone(&waker)));
             wakers.push(waker);
@@ -228,6 +239,49 @@ fn shared_udp(config: &NetConfig) -> Result<Option<mio::net::UdpSocket>, NetErro
     }
 }
 
+/// Raises the open-file limit to what `-c` connections need, as memcached does, or refuses
+/// to start: past it, accept fails with EMFILE while the server believes it has room.
+fn ensure_file_limit(conns: usize, threads: usize) -> Result<(), NetError> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    // Listener, UDP, stdio, one epoll and one waker per thread and the acceptor, and room for
+    // a device runtime's files.
+    let need = conns as u64 + 3 * threads as u64 + 32;
+    let lim = getrlimit(Resource::Nofile);
+    let cur = lim.current.unwrap_or(u64::MAX);
+    if cur >= need {
+        return Ok(());
+    }
+    let max = lim.maximum.unwrap_or(u64::MAX);
+    if max >= need {
+        let raised = Rlimit {
+            current: Some(need),
+            maximum: lim.maximum,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            tracing::info!(need, "raised the open-file limit for -c");
+            return Ok(());
+        }
+    }
+    Err(NetError::FileLimit {
+        conns,
+        need,
+        limit: max,
+    })
+}
+
+/// Runs a worker; a panic in it (a bug reached by some input) closes that worker's
+/// connections and uncounts them (its `Drop`), and the others keep serving. A panic inside the
+/// engine poisons a partition, and the next batch to touch it stops the process instead.
+fn run_isolated(id: usize, w: worker::Worker, shared: &Shared) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || w.run())).is_err() {
+        shared.stats.worker_panics.fetch_add(1, Ordering::Relaxed);
+        tracing::error!(
+            worker = id,
+            "worker panicked; its connections were closed, the others keep serving"
+        );
+    }
+}
+
 fn accept_loop(
     mut poll: Poll,
     listener: TcpListener,
@@ -236,8 +290,11 @@ fn accept_loop(
 ) {
     let mut events = Events::with_capacity(64);
     let next = AtomicUsize::new(0);
+    // After EMFILE the pending connection stays queued and no new readiness event comes for
+    // it: retry on a timer instead of waiting for the next client.
+    let mut backoff: Option<std::time::Duration> = None;
     while !shared.stop.load(Ordering::SeqCst) {
-        if let Err(e) = poll.poll(&mut events, None) {
+        if let Err(e) = poll.poll(&mut events, backoff.take()) {
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
@@ -270,17 +327,36 @@ fn accept_loop(
                         .stats
                         .total_connections
                         .fetch_add(1, Ordering::Relaxed);
-                    let i = next.fetch_add(1, Ordering::Relaxed) % workers.len();
-                    tracing::debug!(%peer, worker = i, "accepted");
-                    if workers[i].0.send(stream).is_ok() {
-                        let _ = workers[i].1.wake();
+                    let first = next.fetch_add(1, Ordering::Relaxed);
+                    let mut stream = Some(stream);
+                    // A worker that died (a panic) has dropped its receiver: its turn goes to
+                    // the next live one.
+                    for k in 0..workers.len() {
+                        let i = (first + k) % workers.len();
+                        match workers[i].0.send(stream.take().expect("held")) {
+                            Ok(()) => {
+                                tracing::debug!(%peer, worker = i, "accepted");
+                                let _ = workers[i].1.wake();
+                                break;
+                            }
+                            Err(mpsc::SendError(s)) => stream = Some(s),
+                        }
+                    }
+                    if stream.is_some() {
+                        tracing::error!("no worker is left to take connections; stopping");
+                        shared
+                            .stats
+                            .curr_connections
+                            .fetch_sub(1, Ordering::Relaxed);
+                        shared.stop_all();
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // EMFILE and friends: log and try again on the next event.
-                    tracing::warn!(error = %e, "accept failed");
+                    // EMFILE and friends: try again shortly, when descriptors may be free.
+                    tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
+                    backoff = Some(std::time::Duration::from_millis(10));
                     break;
                 }
             }

@@ -102,6 +102,8 @@ pub(crate) struct InputEnd {
     pub more: bool,
     pub binary: Option<bool>,
     pub cont: Option<GetCont>,
+    /// Bytes from `pos` known to hold no newline (an incomplete text line).
+    pub scanned: usize,
 }
 
 /// Per-connection state of one planning run.
@@ -144,6 +146,7 @@ pub(crate) fn parse_input<'a>(
     swallow_in: usize,
     binary_in: Option<bool>,
     cont_in: Option<GetCont>,
+    scanned_in: usize,
     limits: &text::Limits,
     group: u32,
     pass: &mut PassBudget,
@@ -159,6 +162,7 @@ pub(crate) fn parse_input<'a>(
         more: false,
         binary: binary_in,
         cont: cont_in,
+        scanned: 0,
     };
     let mut client = Client {
         keys_before: batch.len(),
@@ -215,7 +219,8 @@ pub(crate) fn parse_input<'a>(
         let stop = if binary {
             plan_binary(buf, &limits, &mut end, batch, steps)
         } else {
-            plan_text(buf, &limits, &mut end, batch, steps)
+            let hint = if p0 == start { scanned_in } else { 0 };
+            plan_text(buf, &limits, hint, &mut end, batch, steps)
         };
         if end.cont.is_some() {
             // A multi-key line: its keys are planned (and charged) one by one.
@@ -348,13 +353,22 @@ fn plan_binary<'a>(
 fn plan_text<'a>(
     buf: &'a [u8],
     limits: &text::Limits,
+    newline_free: usize,
     end: &mut InputEnd,
     batch: &mut Vec<Request<'a>>,
     steps: &mut Vec<Step>,
 ) -> bool {
     let at = end.pos;
-    match text::parse(&buf[at..], limits) {
-        Parsed::Incomplete => true,
+    match text::parse_after(&buf[at..], limits, newline_free) {
+        Parsed::Incomplete => {
+            // Remember how far the line is known to have no newline (only the new bytes
+            // are searched here), unless what is missing is a data block.
+            let from = (at + newline_free).min(buf.len());
+            if !buf[from..].contains(&b'\n') {
+                end.scanned = buf.len() - at;
+            }
+            true
+        }
         Parsed::Error {
             error,
             len,
@@ -438,6 +452,7 @@ fn plan_get_keys<'a>(
             .position(|&b| b == b' ')
             .map_or(cont.keys_end, |n| p + n);
         let key = &buf[p..q];
+        fault::panic_on_key(key);
         let req = match cont.exptime {
             Some(exptime) => {
                 // gat changes the item, so it is answered in this pass whatever its size.
@@ -566,4 +581,21 @@ fn plan_command<'a>(
         Command::Meta(m) => return crate::respond::plan_meta(m, buf, batch, steps),
     }
     false
+}
+
+/// Test knob, as `HKV_OPENCL_FAIL_AFTER` is for the device: `HKV_FAULT_PANIC_KEY=k` makes the
+/// worker that plans a `get k` panic, so tests can prove one worker's panic stays its own.
+mod fault {
+    use std::sync::OnceLock;
+
+    static KEY: OnceLock<Option<Vec<u8>>> = OnceLock::new();
+
+    pub(super) fn panic_on_key(key: &[u8]) {
+        let k = KEY.get_or_init(|| {
+            std::env::var_os("HKV_FAULT_PANIC_KEY").map(|v| v.into_encoded_bytes())
+        });
+        if k.as_deref() == Some(key) {
+            panic!("injected panic (HKV_FAULT_PANIC_KEY)");
+        }
+    }
 }

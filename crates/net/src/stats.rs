@@ -16,6 +16,10 @@ pub struct ServerStats {
     pub cmd_touch: AtomicU64,
     pub batches: AtomicU64,
     pub batched_requests: AtomicU64,
+    /// Workers that panicked and were retired (their connections closed).
+    pub worker_panics: AtomicU64,
+    /// Connections closed for idling longer than `idle_timeout` (memcached's name).
+    pub idle_kicks: AtomicU64,
     /// Wall time of each worker event-loop phase, by DIDO task, summed over passes.
     pub tasks: TaskTimes,
 }
@@ -96,6 +100,7 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
                 "rejected_connections",
                 s.rejected_connections.load(Ordering::Relaxed),
             );
+            stat(out, "idle_kicks", s.idle_kicks.load(Ordering::Relaxed));
             stat(out, "cmd_get", e.get_hits + e.get_misses);
             stat(out, "cmd_set", e.cmd_set);
             stat(out, "cmd_flush", s.cmd_flush.load(Ordering::Relaxed));
@@ -238,6 +243,11 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
             stat(out, "pending_writes", shared.engine.pending_writes());
             stat(out, "forwarded_reads", e.forwarded_reads);
             stat(out, "deferred_reads", e.deferred_reads);
+            stat(
+                out,
+                "worker_panics",
+                s.worker_panics.load(Ordering::Relaxed),
+            );
             stat(out, "merged_writes", e.merged_writes);
             stat(out, "applied_writes", e.applied_writes);
             stat(out, "write_applies", e.write_applies);

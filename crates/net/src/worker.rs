@@ -54,6 +54,22 @@ struct Plan {
     end: InputEnd,
 }
 
+impl Drop for Worker {
+    /// Uncounts every connection this worker still holds or was handed: after a panic they
+    /// close as the worker unwinds, and must not keep counting against `-c`.
+    fn drop(&mut self) {
+        let mut gone = self.conns.len();
+        while self.incoming.try_recv().is_ok() {
+            gone += 1;
+        }
+        self.conns.clear();
+        self.shared
+            .stats
+            .curr_connections
+            .fetch_sub(gone, Ordering::Relaxed);
+    }
+}
+
 impl Worker {
     pub fn new(
         id: usize,
@@ -93,8 +109,18 @@ impl Worker {
         let mut ready: Vec<usize> = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
         let mut last_launch = Instant::now();
+        let idle = self.shared.config.idle_timeout;
+        let mut last_idle_check = Instant::now();
         loop {
-            let timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
+            let mut timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
+            if let Some(limit) = idle {
+                // Wake up at least once a second to close idle connections.
+                timeout = Some(timeout.unwrap_or(Duration::MAX).min(Duration::from_secs(1)));
+                if last_idle_check.elapsed() >= Duration::from_secs(1) {
+                    last_idle_check = Instant::now();
+                    self.close_idle(limit);
+                }
+            }
             if timeout.is_none() && self.shared.engine.has_pending_writes() {
                 // About to sleep: delayed index writes have no batch left to wait for.
                 self.shared.engine.apply_pending();
@@ -142,6 +168,20 @@ impl Worker {
         }
         let tokens: Vec<usize> = self.conns.iter().map(|(t, _)| t).collect();
         for t in tokens {
+            self.close(t);
+        }
+    }
+
+    /// memcached's idle kick: connections that moved no bytes for `limit`.
+    fn close_idle(&mut self, limit: Duration) {
+        let idle: Vec<usize> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.last_active.elapsed() > limit)
+            .map(|(t, _)| t)
+            .collect();
+        for t in idle {
+            self.shared.stats.idle_kicks.fetch_add(1, Ordering::Relaxed);
             self.close(t);
         }
     }
@@ -354,6 +394,7 @@ impl Worker {
                 c.swallow,
                 c.binary,
                 c.cont.map(|k| k.absolute_from(c.rstart)),
+                c.scanned,
                 &limits,
                 plans.len() as u32,
                 &mut budget,
@@ -379,6 +420,7 @@ impl Worker {
                 0,
                 Some(false),
                 None,
+                0,
                 &limits,
                 (plans.len() + udp_plans.len()) as u32,
                 &mut budget,
@@ -418,6 +460,7 @@ impl Worker {
                 end.swallow = 0;
                 end.close = false;
                 end.more = true;
+                end.scanned = 0;
             }
             for step in &self.steps[steps] {
                 stop |= respond::write(
@@ -432,6 +475,7 @@ impl Worker {
             c.rstart = end.pos;
             c.cont = end.cont.map(|k| k.relative_to(end.pos));
             c.swallow = end.swallow;
+            c.scanned = end.scanned;
             c.close_after_write |= end.close;
             c.want_parse = end.more;
             c.binary = end.binary;
@@ -519,6 +563,7 @@ fn read_into(c: &mut Conn, cap: usize, shared: &Shared) {
             }
             Ok(n) => {
                 c.rend += n;
+                c.last_active = Instant::now();
                 shared
                     .stats
                     .bytes_read
@@ -542,6 +587,7 @@ fn flush(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
             Ok(0) => return Err(()),
             Ok(n) => {
                 c.wpos += n;
+                c.last_active = Instant::now();
                 shared
                     .stats
                     .bytes_written

@@ -220,3 +220,16 @@ fn regression_gat_without_a_key_is_error() {
     assert_eq!(err(b"gat 0\r\n"), "ERROR");
     assert_eq!(err(b"gats 10\r\n"), "ERROR");
 }
+
+#[test]
+fn regression_a_long_line_in_pieces_is_searched_once() {
+    use hkv_proto::text::parse_after;
+    // The caller says the first 6 bytes hold no newline: the search starts after them and
+    // still finds the line's end; a hint past the buffer is clamped.
+    let buf = b"get aa bb\r\n";
+    assert_eq!(parse_after(buf, &Limits::default(), 6), p(buf));
+    assert_eq!(
+        parse_after(b"get aa", &Limits::default(), 100),
+        Parsed::Incomplete
+    );
+}

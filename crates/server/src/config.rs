@@ -58,6 +58,10 @@ pub struct Cli {
     /// A TOML file with the same settings (flags given on the command line win).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// memcached's extended options, comma separated: `idle_timeout=SECONDS` (close
+    /// connections idle that long; 0 = never). Others are accepted with a warning.
+    #[arg(short = 'o', value_name = "OPT[=VALUE],...")]
+    pub extended: Vec<String>,
     /// Print the effective settings as TOML and exit.
     #[arg(long)]
     pub print_config: bool,
@@ -83,6 +87,9 @@ pub struct Settings {
     pub opencl_device: Option<usize>,
     /// `MIN..MAX` microseconds (or one number).
     pub batch_interval_us: String,
+    /// Seconds a connection may stay idle before it is closed (memcached's `-o
+    /// idle_timeout`); 0 = never.
+    pub idle_timeout: u32,
 }
 
 impl Default for Settings {
@@ -101,6 +108,7 @@ impl Default for Settings {
             engine: "cpu".into(),
             opencl_device: None,
             batch_interval_us: "0..1000".into(),
+            idle_timeout: 0,
         }
     }
 }
@@ -197,6 +205,18 @@ impl Settings {
         }
         parse_interval(&s.batch_interval_us).map_err(|e| anyhow::anyhow!(e))?;
         s.verbose = s.verbose.max(cli.verbose);
+        for opt in cli.extended.iter().flat_map(|o| o.split(',')) {
+            let (name, value) = opt.split_once('=').unwrap_or((opt, ""));
+            match name {
+                "idle_timeout" => {
+                    s.idle_timeout = value
+                        .parse()
+                        .map_err(|_| anyhow::anyhow!("idle_timeout must be a number of seconds"))?
+                }
+                "" => {}
+                other => eprintln!("hkv: -o {other}: no meaning in hkv, ignored"),
+            }
+        }
         anyhow::ensure!(
             s.threads >= 1 && s.threads <= 256,
             "threads must be 1..=256"

@@ -30,6 +30,14 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
+    // Before any key is hashed: a per-process seed, so bucket-flooding keys cannot be
+    // computed offline (RandomState draws its keys from the OS).
+    hkv_engine::set_hash_seed({
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(std::process::id() as u64);
+        h.finish()
+    });
     let memory = settings.memory_mb << 20;
     let page_size = settings.page_size();
     let engine = SharedEngine::new(&EngineConfig {
@@ -58,6 +66,8 @@ fn main() -> anyhow::Result<()> {
             memory_limit: memory,
             growth_factor: settings.growth_factor,
             page_size,
+            idle_timeout: (settings.idle_timeout > 0)
+                .then(|| std::time::Duration::from_secs(settings.idle_timeout.into())),
             ..NetConfig::default()
         },
     )?;

@@ -212,3 +212,108 @@ fn regression_udp_multiget_reply_is_bounded() {
     assert_healthy(&h);
     assert_peak_within(&h, 32);
 }
+
+fn stat(c: &mut Client, group: &str, name: &str) -> u64 {
+    let s = c.call(&format!("stats{group}\r\n"), "END\r\n");
+    s.lines()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in {s}"))
+}
+
+#[test]
+fn regression_a_panicking_worker_is_isolated() {
+    // A worker that panicked once kept its connections counted and went on receiving 1/N of
+    // new connections into a closed channel, until every client was refused.
+    let h = Hkv::start_with_env(&["-t", "2", "-c", "20"], &[("HKV_FAULT_PANIC_KEY", "boom")]);
+    let mut clients: Vec<Client> = (0..6).map(|_| h.connect()).collect();
+    for c in &mut clients {
+        c.expect("version\r\n", &format!("VERSION {}\r\n", version(&h)));
+    }
+    clients[0].send(b"get boom\r\n");
+    assert!(clients[0].is_closed(), "the panicking connection is closed");
+    // Every connection of the dead worker is closed; the others still work.
+    let mut alive = 0;
+    for c in &mut clients[1..] {
+        c.send(b"version\r\n");
+        let mut b = [0u8; 64];
+        match c.stream.read(&mut b) {
+            Ok(n) if n > 0 => alive += 1,
+            _ => {}
+        }
+    }
+    assert!(alive >= 1, "the other worker serves its connections");
+    drop(clients);
+    std::thread::sleep(Duration::from_millis(200));
+    // New connections, well past -c if the dead worker's ones still counted, all served.
+    for i in 0..40 {
+        let mut c = h.connect();
+        c.expect(
+            &format!("set n{i} 0 0 1\r\nx\r\nget n{i}\r\n"),
+            &format!("STORED\r\nVALUE n{i} 0 1\r\nx\r\nEND\r\n"),
+        );
+    }
+    let mut c = h.connect();
+    assert_eq!(stat(&mut c, "", "curr_connections"), 1);
+    assert_eq!(stat(&mut c, " hkv", "worker_panics"), 1);
+}
+
+fn version(h: &Hkv) -> String {
+    let mut c = h.connect();
+    let v = c.call("version\r\n", "\r\n");
+    v.trim().trim_start_matches("VERSION ").to_string()
+}
+
+#[test]
+fn regression_idle_connections_are_closed_with_idle_timeout() {
+    // Without an idle timeout, -c idle connections (or slowloris lines) locked everyone out.
+    let h = Hkv::start(&["-t", "1", "-c", "8", "-o", "idle_timeout=1"]);
+    let mut idle: Vec<Client> = (0..7).map(|_| h.connect()).collect();
+    idle[0].send(b"get never_finished");
+    std::thread::sleep(Duration::from_millis(2600));
+    for c in &mut idle {
+        assert!(c.is_closed(), "an idle connection was not closed");
+    }
+    let mut c = h.connect();
+    assert!(stat(&mut c, "", "idle_kicks") >= 7);
+    assert_healthy(&h);
+}
+
+#[test]
+fn regression_a_long_get_line_in_small_pieces_is_answered() {
+    // The line is searched for its newline once, not once per piece (a quadratic rescan up
+    // to 1 MB before); what the client sees is the same reply.
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    c.expect("set p 0 0 1\r\nv\r\n", "STORED\r\n");
+    let mut line = b"get".to_vec();
+    for _ in 0..20_000 {
+        line.extend_from_slice(b" p");
+    }
+    line.extend_from_slice(b"\r\n");
+    for piece in line.chunks(1000) {
+        c.send(piece);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let block = b"VALUE p 0 1\r\nv\r\n";
+    let got = read_exact(&mut c, block.len() * 20_000 + 5);
+    assert!(got.chunks(block.len()).take(20_000).all(|b| b == block));
+    assert!(got.ends_with(b"END\r\n"));
+}
+
+#[test]
+fn regression_conn_limit_is_checked_against_the_open_file_limit() {
+    // -c above what the process may open made accept fail with EMFILE while hkv believed it
+    // had room; now hkv raises the limit if it can, or refuses to start with a clear error.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n 64 && exec {} -p 0 -l 127.0.0.1 -t 1 -c 1000",
+            env!("CARGO_BIN_EXE_hkv")
+        ))
+        .output()
+        .expect("run hkv");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("open files"), "stderr: {err}");
+}

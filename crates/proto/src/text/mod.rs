@@ -7,4 +7,4 @@ mod tokens;
 
 pub use command::{ArithOp, Command, MetaArith, MetaCmd, MetaFlag, StoreOp};
 pub use meta::META_FLAG_LETTERS;
-pub use parse::{parse, Limits, Parsed};
+pub use parse::{parse, parse_after, Limits, Parsed};

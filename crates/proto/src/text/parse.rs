@@ -82,7 +82,19 @@ fn key_ok(k: &[u8]) -> bool {
 
 /// Parses the request at the front of `buf`.
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
-    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+    parse_after(buf, limits, 0)
+}
+
+/// [`parse`], told that the first `newline_free` bytes of `buf` hold no newline (they were
+/// searched when the line was incomplete before), so a long line arriving in pieces is
+/// searched once in all rather than once per piece.
+pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> Parsed<'a> {
+    let from = newline_free.min(buf.len());
+    let Some(nl) = buf[from..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|i| i + from)
+    else {
         if buf.len() > MAX_LINE_WITHOUT_NEWLINE {
             // memcached: this has to be a huge multiget; anything else closes the connection.
             let start = buf.iter().take_while(|&&b| b == b' ').count();
