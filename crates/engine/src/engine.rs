@@ -245,4 +245,19 @@ impl Engine {
     pub fn evictions(&self) -> u64 {
         self.partitions.iter().map(|p| p.evictions()).sum()
     }
+
+    /// Starts (or stops) logging the key of every evicted item.
+    pub fn log_evictions(&mut self, on: bool) {
+        for p in &mut self.partitions {
+            p.log_evictions(on);
+        }
+    }
+
+    /// The keys evicted since the last call (one entry per eviction), when logging.
+    pub fn take_evicted_keys(&mut self) -> Vec<Vec<u8>> {
+        self.partitions
+            .iter_mut()
+            .flat_map(|p| p.take_evicted_keys())
+            .collect()
+    }
 }

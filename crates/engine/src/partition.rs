@@ -2,7 +2,7 @@
 
 use hkv_index::opencl::OclIndex;
 use hkv_index::{hash_key, CpuIndex, InsertOutcome, KeyHash, Location, NO_LOCATION};
-use hkv_store::{expiry_from_exptime, Expiry, SlabStore, StoreError, StoreStats};
+use hkv_store::{expiry_from_exptime, Expiry, Reclaim, SlabStore, StoreError, StoreStats};
 
 use crate::index::Index;
 use crate::pending::{SameKeyTable, Waiting};
@@ -57,6 +57,8 @@ pub struct Partition {
     apply_outcomes: Vec<InsertOutcome>,
     /// The caller's value budget for the batch being run.
     pub(crate) budget: ValueBudget,
+    /// Keys of evicted items, when asked for ([`Partition::log_evictions`]).
+    evicted: Option<Vec<Vec<u8>>>,
 }
 
 /// Operations in one batch and the time spent on them (searches: IN; writes: MM + IN).
@@ -143,6 +145,7 @@ impl Partition {
             apply_owner: Vec::new(),
             apply_outcomes: Vec::new(),
             budget: ValueBudget::default(),
+            evicted: None,
         }
     }
 
@@ -212,8 +215,16 @@ impl Partition {
     }
 
     /// Removes the live version `loc` of `key`: at once from reads, from the index with the
-    /// next batch of delayed writes.
+    /// next batch of delayed writes. A version that is no longer live has already left the
+    /// index (whatever freed it took it out), so there is nothing to do for it.
     fn unlink(&mut self, key: &[u8], h: &KeyHash, loc: Location) {
+        if self.store.retire(loc) {
+            self.unlink_retired(key, h, loc);
+        }
+    }
+
+    /// [`Partition::unlink`] for a version the caller has already retired.
+    fn unlink_retired(&mut self, key: &[u8], h: &KeyHash, loc: Location) {
         if !self.delay_writes && self.pending.is_empty() {
             self.index
                 .delete_one(&self.store, h, loc, &mut self.dropped);
@@ -231,21 +242,21 @@ impl Partition {
                 self.stats.merged_writes += 1;
             }
             None => {
-                self.store.retire(loc);
                 self.pending.insert(key, Waiting::new(*h, None, Some(loc)));
             }
         }
     }
 
-    /// Makes `loc` the newest version of `key`; `cur` is the live version it replaces.
-    fn link(&mut self, key: &[u8], h: &KeyHash, loc: Location, cur: Option<Location>) {
+    /// Makes `loc` the newest version of `key`; `old` is the version it replaces, already
+    /// retired by the caller (still where the index may point, its chunk not reused).
+    fn link(&mut self, key: &[u8], h: &KeyHash, loc: Location, old: Option<Location>) {
         if !self.delay_writes && self.pending.is_empty() {
-            self.insert_now(h, loc, cur);
+            self.insert_now(h, loc, old);
             return;
         }
         match self.pending.get_mut(key, h) {
             Some(w) => {
-                if let Some(c) = cur.filter(|&c| w.newest == Some(c)) {
+                if let Some(c) = old.filter(|&c| w.newest == Some(c)) {
                     // An intermediate version, never indexed: free it now.
                     self.store.free(c);
                 }
@@ -253,12 +264,40 @@ impl Partition {
                 self.stats.merged_writes += 1;
             }
             None => {
-                if let Some(c) = cur {
-                    self.store.retire(c);
-                }
-                self.pending.insert(key, Waiting::new(*h, Some(loc), cur));
+                self.pending.insert(key, Waiting::new(*h, Some(loc), old));
             }
         }
+    }
+
+    /// Frees `loc` as an eviction; true if it was a live item (one to count), whose key then
+    /// goes into the eviction log when one is kept.
+    fn evict(&mut self, loc: Location) -> bool {
+        if let Some(log) = self.evicted.as_mut() {
+            if let Some(item) = self.store.get(loc) {
+                log.push(item.key().to_vec());
+            }
+        }
+        self.store.free(loc)
+    }
+
+    /// Keeps the key of every evicted item (CLOCK, the index's displacement bound, signature
+    /// collisions) until [`Partition::take_evicted_keys`]: what memcached's `watch evictions`
+    /// shows, and what lets a checker tell an eviction from a lost write.
+    pub fn log_evictions(&mut self, on: bool) {
+        self.evicted = on.then(Vec::new);
+    }
+
+    pub fn take_evicted_keys(&mut self) -> Vec<Vec<u8>> {
+        self.evicted
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// `old` if it is still a retired version: an apply of the same-key table may have freed
+    /// it meanwhile (the index let go of it), and then nothing may record it again.
+    fn still_retired(&self, old: Option<Location>) -> Option<Location> {
+        old.filter(|&c| self.store.is_retired(c))
     }
 
     /// Whether index writes wait in the same-key table for a batch every n batches (n x C).
@@ -278,8 +317,9 @@ impl Partition {
         self.index.zero_copy().is_some()
     }
 
-    /// IN for a write that does not wait (C = 0 on the CPU backend).
-    fn insert_now(&mut self, h: &KeyHash, loc: Location, cur: Option<Location>) {
+    /// IN for a write that does not wait (C = 0 on the CPU backend); `old` is the retired
+    /// version it replaces.
+    fn insert_now(&mut self, h: &KeyHash, loc: Location, old: Option<Location>) {
         let outcome = self
             .index
             .insert_one(&self.store, h, loc, &mut self.dropped);
@@ -289,17 +329,24 @@ impl Partition {
             // A rebuild already indexed the new item.
             InsertOutcome::Replaced(prev) if prev == loc => {}
             InsertOutcome::Replaced(prev) => {
-                // Another key with the same signature in the same bucket pair: the index
-                // holds one of them, so the older one is evicted (and counted).
-                if self.store.free(prev) && Some(prev) != cur {
+                // `old` (not live: free returns false), or another key with the same
+                // signature in the same bucket pair: the index holds one of them, so the
+                // older one is evicted (and counted).
+                if self.evict(prev) {
                     self.stats.collision_evictions += 1;
                 }
             }
             InsertOutcome::Evicted(victim) => {
-                if self.store.free(victim) {
+                if self.evict(victim) {
                     self.stats.index_evictions += 1;
                 }
             }
+        }
+        if let Some(c) = self.still_retired(old) {
+            // The index kept the old version under another slot: take it out, then free it.
+            self.index.delete_one(&self.store, h, c, &mut self.dropped);
+            self.store.free(c);
+            self.free_dropped();
         }
     }
 
@@ -385,7 +432,7 @@ impl Partition {
     /// Frees a version the index let go of while applying the table; true if it was a live
     /// item (an eviction to count), false if it was a retired version waiting in `work`.
     fn drop_version(&mut self, loc: Location, work: &mut [Waiting]) -> bool {
-        if self.store.free(loc) {
+        if self.evict(loc) {
             return true;
         }
         for w in work.iter_mut().filter(|w| w.indexed == Some(loc)) {
@@ -411,7 +458,7 @@ impl Partition {
             self.applying = work;
         }
         for loc in std::mem::take(&mut self.dropped) {
-            if self.store.free(loc) {
+            if self.evict(loc) {
                 self.stats.collision_evictions += 1;
             }
         }
@@ -871,6 +918,12 @@ impl Partition {
         now: u32,
         cur: Option<Location>,
     ) -> Response {
+        // Retire the version being replaced before anything else: from here on CLOCK cannot
+        // reclaim it, an index rebuild (a device failing inside the reclaim callback) cannot
+        // index it beside the new one, and its chunk is not reused until the index has let go
+        // of it. memcached drops the old value when the new one cannot be stored, so retiring
+        // it first changes nothing a client sees.
+        let mut old = cur.filter(|&c| self.store.retire(c));
         if !self.pending.is_empty() {
             let len = match value {
                 Parts::One(v) => v.len(),
@@ -881,26 +934,23 @@ impl Partition {
                 // Free the retired versions the table holds back before CLOCK would take a
                 // live item for want of their chunks.
                 self.apply_pending();
+                old = self.still_retired(old);
             }
         }
-        let (mut stored, mut cur_reclaimed) =
-            self.store_item(key, &value, flags, raw_expiry, now, cur);
+        let mut stored = self.store_item(key, &value, flags, raw_expiry, now);
         if matches!(stored, Err(StoreError::OutOfMemory)) && !self.pending.is_empty() {
             // Retired versions hold chunks back from reuse until the index lets go of them.
             self.apply_pending();
-            let cur = cur.filter(|_| !cur_reclaimed);
-            let again = self.store_item(key, &value, flags, raw_expiry, now, cur);
-            stored = again.0;
-            cur_reclaimed |= again.1;
+            old = self.still_retired(old);
+            stored = self.store_item(key, &value, flags, raw_expiry, now);
         }
-        let cur = cur.filter(|_| !cur_reclaimed);
         let (loc, cas) = match stored {
             Ok(v) => v,
             Err(e) => {
                 // memcached unlinks the old item when it cannot store the new one, so a
                 // failed SET never leaves stale data behind.
-                if let Some(old) = cur {
-                    self.unlink(key, h, old);
+                if let Some(o) = old {
+                    self.unlink_retired(key, h, o);
                 }
                 return match e {
                     StoreError::TooLarge => Response::TooLarge,
@@ -909,12 +959,12 @@ impl Partition {
                 };
             }
         };
-        self.link(key, h, loc, cur);
+        self.link(key, h, loc, old);
         self.last_cas = cas;
         Response::Stored
     }
 
-    /// The store call of [`Partition::store_raw`]; also says whether CLOCK took `cur` back.
+    /// The store call of [`Partition::store_raw`].
     fn store_item(
         &mut self,
         key: &[u8],
@@ -922,13 +972,13 @@ impl Partition {
         flags: u32,
         raw_expiry: u32,
         now: u32,
-        cur: Option<Location>,
-    ) -> (Result<(Location, u64), StoreError>, bool) {
+    ) -> Result<(Location, u64), StoreError> {
         let Partition {
             index,
             store,
             value_buf,
             pending,
+            evicted,
             ..
         } = self;
         let buf: &[u8] = value_buf;
@@ -938,17 +988,18 @@ impl Partition {
             Parts::Two(0, v) => (buf, v),
             Parts::Two(_, v) => (v, buf),
         };
-        let mut cur_reclaimed = false;
-        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |k, l, _why| {
-            cur_reclaimed |= Some(l) == cur;
+        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |k, l, why| {
+            if let (Some(log), Reclaim::Evicted) = (evicted.as_mut(), why) {
+                log.push(k.to_vec());
+            }
             forget_reclaimed(index, pending, k, l);
         });
         // A device that failed inside that callback is replaced by a CPU table rebuilt from
-        // the store now (the new item included, the reclaimed ones not).
+        // the store now (the new item included, the reclaimed and retired ones not).
         let settled = self.index.settle(&self.store);
         self.dropped.extend(settled);
         self.free_dropped();
-        (stored, cur_reclaimed)
+        stored
     }
 
     /// Background expiry, bounded per call; runs when the clock has moved on.

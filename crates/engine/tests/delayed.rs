@@ -288,3 +288,43 @@ fn turning_the_delay_off_applies_what_waits() {
     assert_eq!(p.pending_writes(), 0);
     assert_eq!(out.value(&out.results[1]), b"w");
 }
+
+/// Overwrites under memory and index pressure with delayed writes: every SET answered STORED
+/// is read back by the GET right behind it, and no GET ever returns another key's value.
+#[test]
+fn regression_delayed_writes_never_lose_an_acknowledged_set() {
+    // apply_pending inside a write once freed the live version being replaced (an index
+    // eviction or collision) and link/unlink recorded it as indexed anyway: when the new item
+    // reused that chunk the SET said STORED and reads missed; otherwise a later apply freed
+    // whatever key reused the chunk.
+    for backend in backends() {
+        let mut e = Engine::new(&EngineConfig {
+            memory_bytes: 1 << 20,
+            page_size: 64 << 10,
+            buckets_per_partition: Some(1 << 6),
+            backend,
+            schedule: ScheduleConfig {
+                min_us: 100.0,
+                max_us: 1000.0,
+                ..ScheduleConfig::default()
+            },
+            ..EngineConfig::default()
+        })
+        .unwrap();
+        let mut lost = 0;
+        for round in 0..20000u32 {
+            let k = format!("key{}", (round * 7919) % 3000).into_bytes();
+            let v = format!("{round:0>300}");
+            let reqs = [Request::set(&k, v.as_bytes()), Request::get(&k)];
+            let got = run(&mut e, &reqs);
+            if got[0] == "Stored" && got[1] != format!("VALUE {v}") {
+                assert_eq!(got[1], "Miss", "a GET returned a wrong value");
+                lost += 1;
+            }
+        }
+        assert_eq!(
+            lost, 0,
+            "{backend:?}: acknowledged SETs missing right after"
+        );
+    }
+}

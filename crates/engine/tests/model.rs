@@ -85,6 +85,10 @@ struct Item {
 struct Model {
     items: HashMap<Vec<u8>, Item>,
     lost: u64,
+    /// Evictions the engine reported, per key, not yet matched to a loss.
+    evicted: HashMap<Vec<u8>, u64>,
+    /// Losses of a key the engine never reported evicted: lost writes.
+    unexplained: Vec<Vec<u8>>,
 }
 
 impl Model {
@@ -104,6 +108,11 @@ impl Model {
         if self.live(key, now).is_some() {
             self.items.remove(key);
             self.lost += 1;
+            // Each key's loss must match an eviction of that very key, not just any.
+            match self.evicted.get_mut(key) {
+                Some(n) if *n > 0 => *n -= 1,
+                _ => self.unexplained.push(key.to_vec()),
+            }
         }
     }
 }
@@ -196,9 +205,12 @@ fn run_model(
             ..EngineConfig::default()
         })
         .unwrap();
+        engine.log_evictions(true);
         let mut model = Model {
             items: HashMap::new(),
             lost: 0,
+            evicted: HashMap::new(),
+            unexplained: Vec::new(),
         };
         let mut now = START;
         let mut seq = 0u64;
@@ -262,10 +274,18 @@ fn run_model(
                 .collect();
             out.clear();
             engine.execute(&reqs, now, &mut out);
+            for k in engine.take_evicted_keys() {
+                *model.evicted.entry(k).or_default() += 1;
+            }
             prop_assert_eq!(out.results.len(), reqs.len());
             for (req, resp) in reqs.iter().zip(&out.results) {
                 check(&mut model, req, resp, &out, now)?;
             }
+            prop_assert!(
+                model.unexplained.is_empty(),
+                "keys lost without an eviction of their own: {:?}",
+                model.unexplained
+            );
             prop_assert!(
                 model.lost <= engine.evictions(),
                 "{} items lost but only {} evictions counted",
@@ -288,9 +308,13 @@ fn run_model(
         let reqs: Vec<Request<'_>> = owned.iter().map(|k| Request::get(k)).collect();
         let mut out = Responses::default();
         engine.execute(&reqs, now, &mut out);
+        for k in engine.take_evicted_keys() {
+            *model.evicted.entry(k).or_default() += 1;
+        }
         for (req, resp) in reqs.iter().zip(&out.results) {
             check(&mut model, req, resp, &out, now)?;
         }
+        prop_assert!(model.unexplained.is_empty(), "{:?}", model.unexplained);
         prop_assert!(model.lost <= engine.evictions());
     }
     Ok(())

@@ -309,6 +309,15 @@ impl SlabStore {
         true
     }
 
+    /// Whether `loc` holds a retired version (see [`SlabStore::retire`]).
+    pub fn is_retired(&self, loc: Location) -> bool {
+        let (c, slot) = decode(loc);
+        self.classes
+            .get(c)
+            .filter(|class| slot < class.slots())
+            .is_some_and(|class| class.chunk(slot)[OFF_STATUS] == RETIRED)
+    }
+
     /// Takes a live item out of service without reusing its chunk: from now on it is not
     /// readable, not counted and not evictable, but its location stays valid for an index
     /// entry that still points here, until [`SlabStore::free`] releases it. Returns false if
