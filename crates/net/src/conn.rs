@@ -35,6 +35,8 @@ pub(crate) struct Conn {
     /// Bytes from `rstart` already known to hold no newline, so a long line arriving in
     /// pieces is scanned once, not once per piece.
     pub scanned: usize,
+    /// This connection's share of `conn_buffer_bytes`, as last reported.
+    pub accounted: usize,
 }
 
 impl Conn {
@@ -56,11 +58,22 @@ impl Conn {
             cont: None,
             last_active: std::time::Instant::now(),
             scanned: 0,
+            accounted: 0,
         }
+    }
+
+    /// Memory its buffers hold.
+    pub fn buffer_bytes(&self) -> usize {
+        self.rbuf.capacity() + self.wbuf.capacity()
     }
 
     pub fn pending_output(&self) -> usize {
         self.wbuf.len() - self.wpos
+    }
+
+    /// Part way through a request: input is buffered and waits for more bytes.
+    pub fn mid_request(&self) -> bool {
+        self.unparsed() > 0 && !self.want_parse
     }
 
     pub fn unparsed(&self) -> usize {

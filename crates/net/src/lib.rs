@@ -50,6 +50,9 @@ pub struct NetConfig {
     /// memcached's `-o idle_timeout`: a connection that neither sends nor takes bytes for
     /// this long is closed. None: never.
     pub idle_timeout: Option<std::time::Duration>,
+    /// Bytes all connections' buffers may hold together; above it, connections holding more
+    /// than a small floor stop being read until the total falls (docs/reliability.md).
+    pub conn_buffer_limit: usize,
 }
 
 impl Default for NetConfig {
@@ -67,6 +70,7 @@ impl Default for NetConfig {
             growth_factor: 1.25,
             page_size: 1 << 20,
             idle_timeout: None,
+            conn_buffer_limit: 128 << 20,
         }
     }
 }

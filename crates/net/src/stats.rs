@@ -18,6 +18,10 @@ pub struct ServerStats {
     pub batched_requests: AtomicU64,
     /// Workers that panicked and were retired (their connections closed).
     pub worker_panics: AtomicU64,
+    /// Bytes all connections' input and output buffers hold, and reads skipped because that
+    /// total was over `conn_buffer_limit`.
+    pub conn_buffer_bytes: AtomicUsize,
+    pub conn_buffer_throttled: AtomicU64,
     /// Connections closed for idling longer than `idle_timeout` (memcached's name).
     pub idle_kicks: AtomicU64,
     /// Wall time of each worker event-loop phase, by DIDO task, summed over passes.
@@ -247,6 +251,17 @@ pub(crate) fn write_stats(args: &[Vec<u8>], shared: &Shared, now: u32, out: &mut
                 out,
                 "worker_panics",
                 s.worker_panics.load(Ordering::Relaxed),
+            );
+            stat(
+                out,
+                "conn_buffer_bytes",
+                s.conn_buffer_bytes.load(Ordering::Relaxed),
+            );
+            stat(out, "conn_buffer_limit", shared.config.conn_buffer_limit);
+            stat(
+                out,
+                "conn_buffer_throttled",
+                s.conn_buffer_throttled.load(Ordering::Relaxed),
             );
             stat(out, "merged_writes", e.merged_writes);
             stat(out, "applied_writes", e.applied_writes);

@@ -28,6 +28,11 @@ const PASS_VALUE_BUDGET: usize = 16 << 20;
 /// Worst-case bytes of reads a pass must answer because a write of the same client follows
 /// them (at least two items).
 const PASS_ND_BUDGET: usize = 16 << 20;
+/// Buffers a connection may hold and still be read while all connections together are over
+/// `conn_buffer_limit`: ordinary clients keep being served, the largest wait.
+const BUFFER_FLOOR: usize = 64 << 10;
+/// How often throttled connections are looked at again.
+const THROTTLE_RETRY: Duration = Duration::from_millis(5);
 const READ_CHUNK: usize = 16 * 1024;
 
 pub(crate) struct Worker {
@@ -41,6 +46,11 @@ pub(crate) struct Worker {
     responses: Responses,
     steps: Vec<Step>,
     marks: Vec<ReadMark>,
+    /// Connections not read in the last pass because buffers were over their limit.
+    throttled: Vec<usize>,
+    /// Over the limit, one connection per worker part way through a request still reads, so
+    /// large requests finish one after another instead of all waiting for each other.
+    exempt: Option<usize>,
     udp: Option<mio::net::UdpSocket>,
     udp_ready: bool,
     udp_reqs: Vec<crate::udp::UdpRequest>,
@@ -62,6 +72,11 @@ impl Drop for Worker {
         while self.incoming.try_recv().is_ok() {
             gone += 1;
         }
+        let bytes: usize = self.conns.iter().map(|(_, c)| c.accounted).sum();
+        self.shared
+            .stats
+            .conn_buffer_bytes
+            .fetch_sub(bytes, Ordering::Relaxed);
         self.conns.clear();
         self.shared
             .stats
@@ -93,6 +108,8 @@ impl Worker {
             responses: Responses::default(),
             steps: Vec::new(),
             marks: Vec::new(),
+            throttled: Vec::new(),
+            exempt: None,
             udp_ready: udp.is_some(),
             udp,
             udp_reqs: Vec::new(),
@@ -113,6 +130,10 @@ impl Worker {
         let mut last_idle_check = Instant::now();
         loop {
             let mut timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
+            if !self.throttled.is_empty() {
+                timeout = Some(timeout.unwrap_or(THROTTLE_RETRY).min(THROTTLE_RETRY));
+                pending.append(&mut self.throttled);
+            }
             if let Some(limit) = idle {
                 // Wake up at least once a second to close idle connections.
                 timeout = Some(timeout.unwrap_or(Duration::MAX).min(Duration::from_secs(1)));
@@ -224,6 +245,13 @@ impl Worker {
     fn close(&mut self, token: usize) {
         if self.conns.contains(token) {
             let mut c = self.conns.remove(token);
+            self.shared
+                .stats
+                .conn_buffer_bytes
+                .fetch_sub(c.accounted, Ordering::Relaxed);
+            if self.exempt == Some(token) {
+                self.exempt = None;
+            }
             let _ = self.poll.registry().deregister(&mut c.stream);
             self.shared
                 .stats
@@ -238,8 +266,11 @@ impl Worker {
         let shared = Arc::clone(&self.shared);
         let tasks = &shared.stats.tasks;
         let t0 = std::time::Instant::now();
+        let stats = &self.shared.stats;
+        let limit = self.shared.config.conn_buffer_limit;
         for &t in ready {
             if let Some(c) = self.conns.get_mut(t) {
+                let over = stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
                 if c.pending_output() > 0 {
                     if let Err(()) = flush(c, &self.shared) {
                         c.read_closed = true;
@@ -247,8 +278,31 @@ impl Worker {
                         c.wpos = c.wbuf.len();
                     }
                 }
+                let mut cap = read_cap;
+                let mid_request = c.mid_request();
+                if self.exempt == Some(t) && !mid_request {
+                    self.exempt = None;
+                }
+                if over {
+                    if mid_request && self.exempt.is_none_or(|e| e == t) {
+                        self.exempt = Some(t);
+                    } else if c.buffer_bytes() < BUFFER_FLOOR {
+                        stats.conn_buffer_throttled.fetch_add(1, Ordering::Relaxed);
+                        cap = BUFFER_FLOOR / 2;
+                    } else {
+                        stats.conn_buffer_throttled.fetch_add(1, Ordering::Relaxed);
+                        self.throttled.push(t);
+                        continue;
+                    }
+                }
                 if c.pending_output() < self.shared.config.output_high_water {
-                    read_into(c, read_cap, &self.shared);
+                    read_into(c, cap, &self.shared);
+                    account(c, &self.shared);
+                    if cap < read_cap && c.want_read {
+                        // Stopped at the floor: look again on the timer, not at once.
+                        c.want_read = false;
+                        self.throttled.push(t);
+                    }
                 } else {
                     c.want_read = true;
                 }
@@ -265,6 +319,10 @@ impl Worker {
             };
             let failed = flush(c, &self.shared).is_err();
             c.compact();
+            account(c, &self.shared);
+            if self.exempt == Some(t) && !c.mid_request() {
+                self.exempt = None;
+            }
             let done_reading = c.read_closed && (c.unparsed() == 0 || !c.want_parse);
             if failed || (c.pending_output() == 0 && (c.close_after_write || done_reading)) {
                 self.close(t);
@@ -543,6 +601,18 @@ impl Drop for Timed<'_> {
     fn drop(&mut self) {
         TaskTimes::add(self.0, self.1);
     }
+}
+
+/// Brings `conn_buffer_bytes` up to date with this connection's buffers.
+fn account(c: &mut Conn, shared: &Shared) {
+    let now = c.buffer_bytes();
+    let total = &shared.stats.conn_buffer_bytes;
+    if now > c.accounted {
+        total.fetch_add(now - c.accounted, Ordering::Relaxed);
+    } else {
+        total.fetch_sub(c.accounted - now, Ordering::Relaxed);
+    }
+    c.accounted = now;
 }
 
 fn read_into(c: &mut Conn, cap: usize, shared: &Shared) {

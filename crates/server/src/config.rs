@@ -58,6 +58,10 @@ pub struct Cli {
     /// A TOML file with the same settings (flags given on the command line win).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Megabytes all connections' buffers may hold together before the largest stop being
+    /// read (outside `-m`; docs/reliability.md).
+    #[arg(long = "conn-buffer-mb")]
+    pub conn_buffer_mb: Option<usize>,
     /// memcached's extended options, comma separated: `idle_timeout=SECONDS` (close
     /// connections idle that long; 0 = never). Others are accepted with a warning.
     #[arg(short = 'o', value_name = "OPT[=VALUE],...")]
@@ -90,6 +94,8 @@ pub struct Settings {
     /// Seconds a connection may stay idle before it is closed (memcached's `-o
     /// idle_timeout`); 0 = never.
     pub idle_timeout: u32,
+    /// Megabytes for all connection buffers together (outside `memory_mb`).
+    pub conn_buffer_mb: usize,
 }
 
 impl Default for Settings {
@@ -109,6 +115,7 @@ impl Default for Settings {
             opencl_device: None,
             batch_interval_us: "0..1000".into(),
             idle_timeout: 0,
+            conn_buffer_mb: 128,
         }
     }
 }
@@ -205,6 +212,10 @@ impl Settings {
         }
         parse_interval(&s.batch_interval_us).map_err(|e| anyhow::anyhow!(e))?;
         s.verbose = s.verbose.max(cli.verbose);
+        if let Some(v) = cli.conn_buffer_mb {
+            s.conn_buffer_mb = v;
+        }
+        anyhow::ensure!(s.conn_buffer_mb >= 1, "conn-buffer-mb must be at least 1");
         for opt in cli.extended.iter().flat_map(|o| o.split(',')) {
             let (name, value) = opt.split_once('=').unwrap_or((opt, ""));
             match name {

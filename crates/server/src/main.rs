@@ -68,6 +68,7 @@ fn main() -> anyhow::Result<()> {
             page_size,
             idle_timeout: (settings.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(settings.idle_timeout.into())),
+            conn_buffer_limit: settings.conn_buffer_mb << 20,
             ..NetConfig::default()
         },
     )?;

@@ -317,3 +317,44 @@ fn regression_conn_limit_is_checked_against_the_open_file_limit() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("open files"), "stderr: {err}");
 }
+
+fn hkv_stat(c: &mut Client, name: &str) -> u64 {
+    stat(c, " hkv", name)
+}
+
+#[test]
+fn regression_connection_buffers_have_a_total_bound() {
+    // Input buffers of half-sent large values were outside -m and unbounded in total.
+    let h = Hkv::start(&["-t", "1", "-m", "32", "-I", "2m", "--conn-buffer-mb", "8"]);
+    let part = vec![b'q'; 1_000_000];
+    let mut senders: Vec<Client> = (0..16).map(|_| h.connect()).collect();
+    for (i, c) in senders.iter_mut().enumerate() {
+        c.stream
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        c.send(format!("set big{i} 0 0 1500000\r\n").as_bytes());
+        let _ = c.stream.write_all(&part);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut admin = h.connect();
+    let held = hkv_stat(&mut admin, "conn_buffer_bytes");
+    // The limit, plus one request in progress per worker (its value, doubled by growth), plus
+    // the floor each throttled connection may keep.
+    assert!(
+        held < (8 << 20) + 2 * (2 << 20) + 16 * (64 << 10) + (1 << 20),
+        "connection buffers hold {} MiB",
+        held >> 20
+    );
+    assert!(hkv_stat(&mut admin, "conn_buffer_throttled") > 0);
+    assert_healthy(&h);
+    // Every large request still completes, one after another.
+    let rest = vec![b'q'; 500_000];
+    for c in &mut senders {
+        let _ = c.stream.write_all(&rest);
+        c.send(b"\r\n");
+    }
+    for (i, c) in senders.iter_mut().enumerate() {
+        assert_eq!(c.read_until(b"\r\n"), "STORED\r\n", "set big{i}");
+    }
+    assert_peak_within(&h, 32);
+}
