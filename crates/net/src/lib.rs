@@ -70,7 +70,7 @@ impl Default for NetConfig {
             growth_factor: 1.25,
             page_size: 1 << 20,
             idle_timeout: None,
-            conn_buffer_limit: 128 << 20,
+            conn_buffer_limit: 64 << 20,
         }
     }
 }

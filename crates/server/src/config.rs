@@ -115,7 +115,7 @@ impl Default for Settings {
             opencl_device: None,
             batch_interval_us: "0..1000".into(),
             idle_timeout: 0,
-            conn_buffer_mb: 128,
+            conn_buffer_mb: 64,
         }
     }
 }

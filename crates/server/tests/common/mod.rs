@@ -199,3 +199,28 @@ pub fn assert_healthy(h: &Hkv) {
         format!("VALUE {key} 3 2\r\nok\r\nEND\r\n")
     );
 }
+
+/// The engines to run a test body on: the CPU always, OpenCL where hkv can start on it
+/// (with HKV_REQUIRE_OPENCL=1, as in CI, it must).
+pub fn engines() -> Vec<&'static str> {
+    let mut e = vec!["cpu"];
+    let mut child = match Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(["-p", "0", "--engine", "opencl", "-t", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(_) => return e,
+    };
+    let mut line = String::new();
+    let _ = BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
+    let _ = child.kill();
+    let _ = child.wait();
+    if line.contains("listening") {
+        e.push("opencl");
+    } else if std::env::var("HKV_REQUIRE_OPENCL").as_deref() == Ok("1") {
+        panic!("HKV_REQUIRE_OPENCL=1 but hkv cannot start on the OpenCL engine");
+    }
+    e
+}
