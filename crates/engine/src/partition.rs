@@ -590,7 +590,7 @@ impl Partition {
         self.timing.search_ns += t.elapsed().as_nanos() as u64;
         self.free_dropped();
         // Data forwarding: a key with a waiting write is answered from the same-key table.
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() && !fault::skip_forwarding() {
             for (j, &i) in self.group.iter().enumerate() {
                 if let Some(w) = self
                     .pending
@@ -1086,5 +1086,17 @@ mod tests {
         assert_eq!(parse_counter(b"-1"), None);
         assert_eq!(parse_counter(b"1a"), None);
         assert_eq!(parse_counter(b" 1"), None);
+    }
+}
+
+/// Test knob for the linearizability checker's self-test: `HKV_FAULT_SKIP_FORWARDING=1`
+/// breaks the same-key table's data forwarding on purpose (reads skip waiting writes and see
+/// the index's older version), so scripts can show the checker catches a broken build.
+mod fault {
+    use std::sync::OnceLock;
+
+    pub(super) fn skip_forwarding() -> bool {
+        static ON: OnceLock<bool> = OnceLock::new();
+        *ON.get_or_init(|| std::env::var_os("HKV_FAULT_SKIP_FORWARDING").is_some_and(|v| v == "1"))
     }
 }
