@@ -366,6 +366,7 @@ impl SlabStore {
         let c = self
             .class_for(key.len(), value_len)
             .ok_or(StoreError::TooLarge)?;
+        let reused = self.classes[c].free_head != NO_LOCATION;
         let slot = match self.allocate(c, now, &mut on_reclaim) {
             Some(s) => s,
             None => {
@@ -391,8 +392,12 @@ impl SlabStore {
             chunk[at..at + part.len()].copy_from_slice(part);
             at += part.len();
         }
-        // New items start unreferenced: one that is never read again goes first.
-        class.set_referenced(slot, false);
+        // A chunk reused from the free list may sit just ahead of the CLOCK hand: such an
+        // item starts referenced (a second chance, as memcached puts new items at the head of
+        // its LRU) so a just-acknowledged write is never the very next victim. Chunks from
+        // eviction sit just behind the hand, fresh ones in allocation order: those start
+        // unreferenced, so an item never read again goes first.
+        class.set_referenced(slot, reused);
         class.items += 1;
         self.stats.curr_items += 1;
         self.stats.total_items += 1;
