@@ -1,0 +1,259 @@
+//! PP for the text and meta protocols: one request, the keys of a multi-key line, and the
+//! engine requests and reply steps of every other command.
+
+use hkv_engine::{Op, Request};
+use hkv_proto::text::{self, ArithOp, Command, Parsed, StoreOp};
+
+use super::{Client, GetCont, InputEnd, PassBudget, ReadMark, MAX_KEYS_PER_CONN_PASS};
+use crate::respond::Step;
+
+/// Plans one text or meta request. Returns true if parsing must stop after it.
+pub(super) fn plan_text<'a>(
+    buf: &'a [u8],
+    limits: &text::Limits,
+    newline_free: usize,
+    end: &mut InputEnd,
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+) -> bool {
+    let at = end.pos;
+    match text::parse_after(&buf[at..], limits, newline_free) {
+        Parsed::Incomplete => {
+            // Remember how far the line is known to have no newline (only the new bytes
+            // are searched here), unless what is missing is a data block.
+            let from = (at + newline_free).min(buf.len());
+            if !buf[from..].contains(&b'\n') {
+                end.scanned = buf.len() - at;
+            }
+            true
+        }
+        Parsed::Error {
+            error,
+            len,
+            swallow,
+            noreply,
+            close,
+            unlink,
+        } => {
+            end.pos += len;
+            end.swallow = swallow;
+            if let Some(key) = unlink {
+                // memcached drops the old value of a key whose new one it refused.
+                batch.push(Request::delete(key));
+            }
+            if !noreply {
+                steps.push(Step::Text(error));
+            }
+            end.close |= close;
+            close
+        }
+        Parsed::Command { cmd, len } => {
+            end.pos += len;
+            let line_end = at + len;
+            let off = |k: &[u8]| k.as_ptr() as usize - buf.as_ptr() as usize;
+            let (keys, cas, exptime) = match &cmd {
+                Command::Get { keys, cas } => (keys, *cas, None),
+                Command::Gat { exptime, keys, cas } => (keys, *cas, Some(*exptime)),
+                _ => {
+                    let barrier = plan_command(cmd, buf, batch, steps, &mut end.close);
+                    if barrier && !end.close {
+                        end.more = true;
+                    }
+                    return barrier || end.close;
+                }
+            };
+            // The parser refuses a get without keys.
+            let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+                return false;
+            };
+            end.pos = off(first);
+            end.cont = Some(GetCont {
+                cas,
+                exptime,
+                keys_end: off(last) + last.len(),
+                line_end,
+            });
+            false
+        }
+    }
+}
+
+/// Plans the keys of a multi-key line from `*pos` until the line ends (returns true, `*pos`
+/// past the line) or this pass's limits stop it (returns false, `*pos` at the next key).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn plan_get_keys<'a>(
+    buf: &'a [u8],
+    pos: &mut usize,
+    cont: GetCont,
+    client: &mut Client,
+    pass: &mut PassBudget,
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+    marks: &mut Vec<ReadMark>,
+) -> bool {
+    let mut p = *pos;
+    loop {
+        while p < cont.keys_end && buf[p] == b' ' {
+            p += 1;
+        }
+        if p >= cont.keys_end {
+            steps.push(Step::Text("END"));
+            *pos = cont.line_end;
+            return true;
+        }
+        if batch.len() - client.keys_before >= MAX_KEYS_PER_CONN_PASS {
+            *pos = p;
+            return false;
+        }
+        let q = buf[p..cont.keys_end]
+            .iter()
+            .position(|&b| b == b' ')
+            .map_or(cont.keys_end, |n| p + n);
+        let key = &buf[p..q];
+        fault::panic_on_key(key);
+        let req = match cont.exptime {
+            Some(exptime) => {
+                // gat changes the item, so it is answered in this pass whatever its size.
+                let first = client.planned_nothing(batch.len(), steps.len());
+                if !client.charge(pass, client.open_reads + 1, first) {
+                    *pos = p;
+                    return false;
+                }
+                client.open_reads = 0;
+                client.open_from = batch.len() + 1;
+                let op = if cont.cas { Op::Gats } else { Op::Gat };
+                Request {
+                    exptime,
+                    ..Request::new(op, key)
+                }
+            }
+            None => {
+                let op = if cont.cas { Op::Gets } else { Op::Get };
+                marks.push(ReadMark {
+                    req: batch.len() as u32,
+                    step: steps.len(),
+                    resume: p,
+                    cont: Some(cont),
+                });
+                client.open_reads += 1;
+                Request::new(op, key)
+            }
+        };
+        batch.push(req);
+        steps.push(Step::Value {
+            idx: (batch.len() - 1) as u32,
+            key_off: p as u32,
+            key_len: key.len() as u32,
+            cas: cont.cas,
+        });
+        p = q;
+    }
+}
+
+/// Turns one command other than a multi-key read into engine requests and response steps.
+/// Returns true if parsing of this connection must pause after it until the batch has run
+/// (flush_all must see every earlier request executed, and none after it).
+fn plan_command<'a>(
+    cmd: Command<'a>,
+    buf: &'a [u8],
+    batch: &mut Vec<Request<'a>>,
+    steps: &mut Vec<Step>,
+    close: &mut bool,
+) -> bool {
+    let mut engine = |req: Request<'a>| {
+        batch.push(req);
+        (batch.len() - 1) as u32
+    };
+    match cmd {
+        Command::Get { .. } | Command::Gat { .. } => {
+            unreachable!("multi-key reads are planned by plan_get_keys")
+        }
+        Command::Store {
+            op,
+            key,
+            flags,
+            exptime,
+            cas,
+            data,
+            noreply,
+        } => {
+            let op = match op {
+                StoreOp::Set => Op::Set,
+                StoreOp::Add => Op::Add,
+                StoreOp::Replace => Op::Replace,
+                StoreOp::Append => Op::Append,
+                StoreOp::Prepend => Op::Prepend,
+                StoreOp::Cas => Op::Cas,
+            };
+            let idx = engine(Request {
+                cas,
+                ..Request::store(op, key, data, flags, exptime)
+            });
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Delete { key, noreply } => {
+            let idx = engine(Request::delete(key));
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Arith {
+            op,
+            key,
+            delta,
+            noreply,
+        } => {
+            let req = match op {
+                ArithOp::Incr => Request::incr(key, delta),
+                ArithOp::Decr => Request::decr(key, delta),
+            };
+            let idx = engine(req);
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
+            let idx = engine(Request::touch(key, exptime));
+            steps.push(Step::Reply { idx, noreply });
+        }
+        Command::FlushAll { delay, noreply } => {
+            steps.push(Step::Flush { delay, noreply });
+            return true;
+        }
+        Command::Version => steps.push(Step::Version),
+        Command::Verbosity { noreply } => {
+            if !noreply {
+                steps.push(Step::Text("OK"));
+            }
+        }
+        Command::Quit => {
+            *close = true;
+        }
+        Command::Shutdown => {
+            steps.push(Step::Shutdown);
+            return true;
+        }
+        Command::Stats { args } => {
+            steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
+        }
+        Command::Meta(m) => return crate::respond::plan_meta(m, buf, batch, steps),
+    }
+    false
+}
+
+/// Test knob, as `HKV_OPENCL_FAIL_AFTER` is for the device: `HKV_FAULT_PANIC_KEY=k` makes the
+/// worker that plans a `get k` panic, so tests can prove one worker's panic stays its own.
+mod fault {
+    use std::sync::OnceLock;
+
+    static KEY: OnceLock<Option<Vec<u8>>> = OnceLock::new();
+
+    pub(super) fn panic_on_key(key: &[u8]) {
+        let k = KEY.get_or_init(|| {
+            std::env::var_os("HKV_FAULT_PANIC_KEY").map(|v| v.into_encoded_bytes())
+        });
+        if k.as_deref() == Some(key) {
+            panic!("injected panic (HKV_FAULT_PANIC_KEY)");
+        }
+    }
+}
