@@ -82,12 +82,21 @@ wait "$hkv_pid" || true
 hkv_pid=
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
-  step "fuzzing the text, meta and binary parsers and the UDP framing (${FUZZ_SECONDS}s each)"
+  step "fuzzing the parsers, the UDP framing and the whole server (${FUZZ_SECONDS}s each)"
   command -v cargo-fuzz >/dev/null 2>&1 || cargo install cargo-fuzz --locked
-  for target in text meta binary udp; do
+  for target in text meta binary udp server; do
     (cd fuzz && cargo +nightly fuzz run "$target" -- \
       -max_total_time="$FUZZ_SECONDS" -dict=dict/memcache.dict 2>&1 | tail -n 3)
   done
+fi
+
+step "linearizability (Porcupine) on the CPU and OpenCL engines, and a broken build it must reject"
+command -v go >/dev/null 2>&1 || export PATH=$PATH:/usr/local/go/bin
+(cd tests/linearizability && go vet ./... && go test ./... 2>&1 | tee -a "$results")
+if bash scripts/linearizability.sh --quick 2>&1 | tee /dev/stderr | grep -q "linearizability runs: .* 0 failed"; then
+  echo "linearizability: 1 passed, 0 failed" >>"$results"
+else
+  echo "linearizability: 0 passed, 1 failed" >>"$results"
 fi
 
 step "engine benchmark smoke run"
