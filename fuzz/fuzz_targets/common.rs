@@ -50,10 +50,13 @@ fn check_command(cmd: &Command<'_>, limits: &Limits) {
             assert!(key.len() <= 250 && !key.is_empty());
         }
         Command::Meta(m) => {
-            let flags = m.flags();
-            for (i, f) in flags.iter().enumerate() {
-                assert!(hkv_proto::text::META_FLAG_LETTERS.contains(&f.letter));
-                assert!(flags[..i].iter().all(|g| g.letter != f.letter), "duplicate flag accepted");
+            if let Some(flags) = m.flags() {
+                let ret = flags.returned();
+                for (i, l) in ret.iter().enumerate() {
+                    assert!(hkv_proto::text::META_FLAG_LETTERS.contains(l));
+                    assert!(!ret[..i].contains(l), "duplicate flag accepted");
+                }
+                assert!(flags.opaque.map_or(0, |o| o.len()) < 32, "opaque too long");
             }
         }
         _ => {}

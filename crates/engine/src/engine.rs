@@ -8,7 +8,7 @@ use hkv_mem::{Arena, ArenaError};
 use hkv_store::{SlabStore, StoreConfig, StoreStats};
 
 use crate::partition::{Partition, ValueBudget};
-use crate::request::{Request, Response, Responses};
+use crate::request::{After, Request, Response, Responses};
 use crate::stats::EngineStats;
 
 #[derive(Clone, Debug)]
@@ -176,10 +176,10 @@ impl Engine {
             .extend(self.hashes.iter().map(|h| h.partition(n)));
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
-        out.cas.resize(base + reqs.len(), 0);
+        out.after.resize(base + reqs.len(), After::default());
         let Responses {
             results,
-            cas,
+            after,
             data,
             value_budget,
             group_budget,
@@ -198,7 +198,7 @@ impl Engine {
                 mine,
                 now,
                 &mut results[base..],
-                &mut cas[base..],
+                &mut after[base..],
                 data,
                 group_bytes,
             );

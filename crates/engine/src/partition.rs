@@ -6,8 +6,10 @@ use hkv_store::{expiry_from_exptime, Expiry, Reclaim, SlabStore, StoreError, Sto
 
 use crate::index::Index;
 use crate::pending::{SameKeyTable, Waiting};
-use crate::request::{Op, Request, Response, Responses};
+use crate::request::{After, Op, Request, Response, Responses};
 use crate::stats::EngineStats;
+
+mod meta;
 
 /// Reads deferred into one group before their searches run as one batch. Large enough to keep
 /// many misses in flight, small enough that a group's buckets and items stay in L1/L2.
@@ -31,8 +33,14 @@ pub struct Partition {
     last_sweep: u32,
     /// A delayed `flush_all` waiting for its time.
     flush_at: Option<u32>,
-    /// CAS of the item the last write left behind (0: none), reported beside its response.
-    last_cas: u64,
+    /// The item the last write left behind (zeros: none), reported beside its response.
+    last: After,
+    /// The meta `E` CAS of the write being run: the CAS its new item gets.
+    cas_override: Option<u64>,
+    /// Where the last stored item went.
+    last_loc: Location,
+    /// The write being run came with a base64 key (meta `ms b`).
+    binary_key: bool,
     // Scratch, kept to avoid allocating per batch.
     hashes: Vec<KeyHash>,
     group: Vec<u32>,
@@ -128,7 +136,10 @@ impl Partition {
             stats: EngineStats::default(),
             last_sweep: 0,
             flush_at: None,
-            last_cas: 0,
+            last: After::default(),
+            cas_override: None,
+            last_loc: NO_LOCATION,
+            binary_key: false,
             hashes: Vec::new(),
             group: Vec::with_capacity(READ_GROUP),
             group_hashes: Vec::with_capacity(READ_GROUP),
@@ -475,10 +486,10 @@ impl Partition {
         hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
-        out.cas.resize(base + reqs.len(), 0);
+        out.after.resize(base + reqs.len(), After::default());
         let Responses {
             results,
-            cas,
+            after,
             data,
             value_budget,
             group_budget,
@@ -494,7 +505,7 @@ impl Partition {
             0..reqs.len() as u32,
             now,
             &mut results[base..],
-            &mut cas[base..],
+            &mut after[base..],
             data,
             group_bytes,
         );
@@ -516,7 +527,7 @@ impl Partition {
         which: impl Iterator<Item = u32>,
         now: u32,
         results: &mut [Response],
-        cas_out: &mut [u64],
+        after: &mut [After],
         data: &mut Vec<u8>,
         group_bytes: &mut Vec<usize>,
     ) {
@@ -535,7 +546,7 @@ impl Partition {
             let iu = i as usize;
             let req = &reqs[iu];
             let h = hashes[iu];
-            if req.op.is_read() {
+            if req.is_read() {
                 self.group.push(i);
                 if self.group.len() == READ_GROUP {
                     self.flush_reads(reqs, hashes, now, results, data, group_bytes);
@@ -547,12 +558,14 @@ impl Partition {
             if self.group.iter().any(|&g| hashes[g as usize].sig == h.sig) {
                 self.flush_reads(reqs, hashes, now, results, data, group_bytes);
             }
-            self.last_cas = 0;
+            self.last = After::default();
+            self.cas_override = req.meta.new_cas;
+            self.binary_key = req.meta.binary_key;
             let t = std::time::Instant::now();
             results[iu] = self.write(req, &h, now, data);
             self.timing.writes += 1;
             self.timing.write_ns += t.elapsed().as_nanos() as u64;
-            cas_out[iu] = self.last_cas;
+            after[iu] = self.last;
             if self.pending.len() >= PENDING_LIMIT
                 || (!self.delay_writes && !self.pending.is_empty())
             {
@@ -644,18 +657,8 @@ impl Partition {
                         }
                         group_bytes[g] += item.value_len();
                     }
-                    let offset = data.len();
-                    data.extend_from_slice(item.value());
-                    let r = Response::Value {
-                        flags: item.flags(),
-                        cas: item.cas(),
-                        offset,
-                        len: item.value_len() as u32,
-                        expiry: item.expiry(),
-                    };
-                    self.store.touch_ref(loc);
                     self.stats.get_hits += 1;
-                    return r;
+                    return self.answer_hit(req, loc, now, data);
                 }
                 expired = true;
             } else {
@@ -697,29 +700,23 @@ impl Partition {
     fn write(&mut self, req: &Request<'_>, h: &KeyHash, now: u32, data: &mut Vec<u8>) -> Response {
         let cur = self.find_live(req.key, h, now);
         match req.op {
-            Op::Get | Op::Gets => unreachable!("reads are grouped"),
+            // A meta get that may create or change its item (`N`, `E`).
+            Op::Get | Op::Gets => self.meta_get(req, h, now, cur, data),
             Op::Gat | Op::Gats => {
                 self.stats.cmd_touch += 1;
                 let Some(loc) = cur else {
                     self.stats.get_misses += 1;
                     self.stats.touch_misses += 1;
-                    return Response::Miss;
+                    return match self.vivify(req, h, now) {
+                        Some(loc) => self.answer_created(req, loc, now, data),
+                        None => Response::Miss,
+                    };
                 };
                 let raw = expiry_from_exptime(req.exptime, now).to_raw();
                 self.store.set_expiry(loc, raw);
-                self.store.touch_ref(loc);
                 self.stats.get_hits += 1;
                 self.stats.touch_hits += 1;
-                let item = self.store.get(loc).expect("found live above");
-                let offset = data.len();
-                data.extend_from_slice(item.value());
-                Response::Value {
-                    flags: item.flags(),
-                    cas: item.cas(),
-                    offset,
-                    len: item.value_len() as u32,
-                    expiry: item.expiry(),
-                }
+                self.answer_hit(req, loc, now, data)
             }
             Op::Set => self.store_request(req, h, now, cur),
             Op::Add => match cur {
@@ -736,8 +733,23 @@ impl Partition {
             },
             Op::Append | Op::Prepend => {
                 let Some(loc) = cur else {
-                    return Response::NotStored;
+                    return match req.meta.vivify {
+                        // meta `ms MA N<ttl>`: a miss creates the item from the data.
+                        Some(ttl) => self.store_new(
+                            req.key,
+                            h,
+                            Parts::One(req.value),
+                            req.flags,
+                            ttl,
+                            now,
+                            None,
+                        ),
+                        None => Response::NotStored,
+                    };
                 };
+                if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) {
+                    return Response::Exists;
+                }
                 let item = self.store.get(loc).expect("found live above");
                 let (flags, expiry) = (item.flags(), item.expiry());
                 self.value_buf.clear();
@@ -756,6 +768,13 @@ impl Partition {
                 };
                 let item = self.store.get(loc).expect("found live above");
                 if item.cas() != req.cas {
+                    // meta `ms I`: an older CAS still stores, as a stale item.
+                    if req.meta.invalidate && req.cas < item.cas() {
+                        self.stats.cas_hits += 1;
+                        let r = self.store_request(req, h, now, cur);
+                        self.mark_stale_new(&r);
+                        return r;
+                    }
                     self.stats.cas_badval += 1;
                     return Response::Exists;
                 }
@@ -768,6 +787,9 @@ impl Partition {
                 {
                     // A delete that names a CAS (meta `md C`) only removes that version.
                     Response::Exists
+                }
+                Some(loc) if req.meta.invalidate || req.meta.strip_value => {
+                    self.delete_in_place(req, h, now, loc)
                 }
                 Some(loc) => {
                     self.unlink(req.key, h, loc);
@@ -807,6 +829,11 @@ impl Partition {
         cur: Option<Location>,
     ) -> Response {
         let incr = req.op == Op::Incr;
+        if let Some(loc) = cur {
+            if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) {
+                return Response::Exists;
+            }
+        }
         if let (None, Some(initial)) = (cur, req.initial) {
             // Binary incr/decr (and meta `ma N`): a miss creates the counter at `initial`.
             let text = initial.to_string();
@@ -817,7 +844,10 @@ impl Partition {
                 e => e.to_raw(),
             };
             return match self.store_raw(req.key, h, Parts::Buf, 0, raw, now, None) {
-                Response::Stored => Response::Number(initial),
+                Response::Stored => {
+                    self.last.created = true;
+                    Response::Number(initial)
+                }
                 other => other,
             };
         }
@@ -845,13 +875,23 @@ impl Partition {
             self.stats.decr_hits += 1;
         }
         let text = new.to_string();
-        let (flags, expiry, old_len) = (item.flags(), item.expiry(), item.value_len());
+        let (flags, old_len) = (item.flags(), item.value_len());
+        let expiry = match req.meta.ttl {
+            // meta `ma T`: a success also sets the TTL.
+            Some(t) => expiry_from_exptime(t, now).to_raw(),
+            None => item.expiry(),
+        };
         if text.len() == old_len {
-            self.last_cas = self
-                .store
-                .overwrite_value(loc, text.as_bytes())
-                .unwrap_or(0);
+            self.store.overwrite_value(loc, text.as_bytes());
+            self.store.set_expiry(loc, expiry);
+            let cas = self.store.set_cas(loc, self.cas_override);
             self.store.touch_ref(loc);
+            self.last = After {
+                cas: cas.unwrap_or(0),
+                len: old_len as u32,
+                expiry,
+                created: false,
+            };
             return Response::Number(new);
         }
         self.value_buf.clear();
@@ -960,7 +1000,21 @@ impl Partition {
             }
         };
         self.link(key, h, loc, old);
-        self.last_cas = cas;
+        self.last_loc = loc;
+        if self.binary_key {
+            self.store.update_bits(loc, hkv_store::BINARY_KEY, 0);
+        }
+        let cas = match self.cas_override {
+            Some(c) => self.store.set_cas(loc, Some(c)).unwrap_or(cas),
+            None => cas,
+        };
+        let len = self.store.get(loc).map_or(0, |i| i.value_len() as u32);
+        self.last = After {
+            cas,
+            len,
+            expiry: raw_expiry,
+            created: false,
+        };
         Response::Stored
     }
 

@@ -26,6 +26,51 @@ impl Op {
     }
 }
 
+/// What the meta protocol adds to a request (all off for the classic commands and binary).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// `u`: read without bumping (no CLOCK reference, fetched bit or access time).
+    pub no_bump: bool,
+    /// `N<ttl>`: on a GET miss create an empty item with this exptime and win its recache; on
+    /// append/prepend create the item from the data on a miss; on INCR/DECR the exptime of
+    /// the counter created on a miss (with [`Request::initial`]).
+    pub vivify: Option<i64>,
+    /// `R<secs>`: a hit whose remaining TTL is below this wins the recache (`W`), once.
+    pub recache: Option<i64>,
+    /// `I`: DELETE marks the item stale (and bumps its CAS) instead of removing it; a CAS
+    /// store with a CAS older than the item's is stored, marked stale.
+    pub invalidate: bool,
+    /// `E<cas>`: the CAS an item gets if this request creates or changes it.
+    pub new_cas: Option<u64>,
+    /// `md x`: DELETE leaves the item with an empty value instead of removing it.
+    pub strip_value: bool,
+    /// `T<ttl>` on `md I` and `ma`: the new exptime of the item the request changes.
+    pub ttl: Option<i64>,
+    /// `ms b`: the key was sent in base64, and `k` should return it that way.
+    pub binary_key: bool,
+}
+
+impl Meta {
+    /// A GET with these options may create an item, so it runs with the writes.
+    pub fn writes(&self) -> bool {
+        self.vivify.is_some() || self.new_cas.is_some()
+    }
+}
+
+/// Bits of [`Response::Value::bits`]: the item's meta state as this request found it.
+pub mod hit {
+    /// Read before this request (meta `h1`).
+    pub const FETCHED: u8 = 1;
+    /// Marked stale (meta `X`).
+    pub const STALE: u8 = 2;
+    /// This request won the recache (meta `W`).
+    pub const WIN: u8 = 4;
+    /// Another request already won it (meta `Z`).
+    pub const WON_ELSEWHERE: u8 = 8;
+    /// The item was stored with a base64 key (meta `b`): `k` returns it encoded.
+    pub const BINARY_KEY: u8 = 16;
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request<'a> {
     pub op: Op,
@@ -49,6 +94,7 @@ pub struct Request<'a> {
     /// Which client of the batch sent it (an index into [`Responses::group_bytes`]), for the
     /// per-client part of the value budget.
     pub group: u32,
+    pub meta: Meta,
 }
 
 impl<'a> Request<'a> {
@@ -64,7 +110,18 @@ impl<'a> Request<'a> {
             initial: None,
             deferrable: false,
             group: 0,
+            meta: Meta::default(),
         }
+    }
+
+    pub fn with_exptime(self, exptime: i64) -> Self {
+        Request { exptime, ..self }
+    }
+
+    /// Whether the engine runs it as a read: grouped, prefetched, deferrable, changing
+    /// nothing but reference bits and meta state.
+    pub fn is_read(&self) -> bool {
+        self.op.is_read() && !self.meta.writes()
     }
 
     pub fn get(key: &'a [u8]) -> Self {
@@ -142,6 +199,10 @@ pub enum Response {
         len: u32,
         /// Raw expiry: 0 never, else the Unix time it expires.
         expiry: u32,
+        /// Unix time of the item's last bumping access before this request.
+        atime: u32,
+        /// [`hit`] bits.
+        bits: u8,
     },
     Miss,
     Stored,
@@ -165,12 +226,24 @@ pub enum Response {
     Deferred,
 }
 
+/// The item a write left behind, for replies that report it (binary CAS, meta `c`, `s`, `t`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct After {
+    pub cas: u64,
+    /// Value length.
+    pub len: u32,
+    /// Raw expiry: 0 never, else a Unix time.
+    pub expiry: u32,
+    /// The write created the item on a miss (meta `N`).
+    pub created: bool,
+}
+
 /// The answers to one batch, in request order, and the bytes of the values they return.
 #[derive(Debug)]
 pub struct Responses {
     pub results: Vec<Response>,
-    /// For writes: the CAS of the item they left (0 if none). Reads carry theirs in `Value`.
-    pub cas: Vec<u64>,
+    /// For writes: the item they left (zeros if none). Reads carry theirs in `Value`.
+    pub after: Vec<After>,
     pub data: Vec<u8>,
     /// Bytes of values a batch copies for deferrable reads before it answers them
     /// [`Response::Deferred`]; the first value of a batch is always read, so every batch makes
@@ -188,7 +261,7 @@ impl Default for Responses {
     fn default() -> Self {
         Responses {
             results: Vec::new(),
-            cas: Vec::new(),
+            after: Vec::new(),
             data: Vec::new(),
             value_budget: usize::MAX,
             group_budget: usize::MAX,
@@ -200,7 +273,7 @@ impl Default for Responses {
 impl Responses {
     pub fn clear(&mut self) {
         self.results.clear();
-        self.cas.clear();
+        self.after.clear();
         self.data.clear();
         self.group_bytes.clear();
     }

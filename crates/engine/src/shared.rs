@@ -15,7 +15,7 @@ use hkv_store::{expiry_from_exptime, ClassInfo, Expiry, StoreStats};
 
 use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::partition::{BatchTiming, Partition, ValueBudget};
-use crate::request::{Request, Response, Responses};
+use crate::request::{After, Request, Response, Responses};
 use crate::schedule::{ScheduleStats, Scheduler};
 use crate::stats::EngineStats;
 
@@ -113,10 +113,10 @@ impl SharedEngine {
         s.owners.extend(s.hashes.iter().map(|h| h.partition(n)));
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
-        out.cas.resize(base + reqs.len(), 0);
+        out.after.resize(base + reqs.len(), After::default());
         let Responses {
             results,
-            cas,
+            after,
             data,
             value_budget,
             group_budget,
@@ -140,7 +140,7 @@ impl SharedEngine {
                 mine,
                 now,
                 &mut results[base..],
-                &mut cas[base..],
+                &mut after[base..],
                 data,
                 group_bytes,
             );

@@ -299,7 +299,7 @@ pub(crate) fn write(
             key_len,
         } => {
             let r = &res.results[idx as usize];
-            let cas = res.cas.get(idx as usize).copied().unwrap_or(0);
+            let cas = res.after.get(idx as usize).map_or(0, |a| a.cas);
             let key = &rbuf[key_off as usize..(key_off + key_len) as usize];
             let fail = |out: &mut Vec<u8>, st: u16| write_simple(out, opcode, st, opaque, 0, b"");
             match (kind, *r) {

@@ -1,26 +1,19 @@
 //! Meta commands (mg, ms, md, ma, mn, me): planning into engine requests, and replies.
 //!
-//! Supported flags are listed in docs/protocol.md. A flag this server does not implement is
-//! answered with the spec's "CLIENT_ERROR invalid flag", never silently ignored.
+//! Flags arrive parsed once ([`MetaFlags`]); every flag memcached 1.6 documents is served
+//! (docs/protocol.md). Return flags are echoed in request order, then `Z`, `X` and `W`, as
+//! memcached writes them.
 
 use std::io::Write;
 
-use hkv_engine::{Op, Request, Response, Responses};
-use hkv_proto::text::{MetaCmd, MetaFlag};
+use bumpalo::Bump;
+use hkv_engine::{hit, Meta, Op, Request, Response, Responses};
+use hkv_proto::text::{decode_key, MetaCmd, MetaFlags};
 
 use crate::respond::{line, Step};
 
-const INVALID_FLAG: &str = "CLIENT_ERROR invalid flag";
-const INVALID_OR_DUP: &str = "CLIENT_ERROR invalid or duplicate flag";
 const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
-
-/// Flags memcached gives a meaning for this command that hkv does not implement yet. They are
-/// refused with the command's invalid-flag error rather than ignored, so a client never
-/// believes it got a behaviour it did not (docs/protocol.md lists them).
-const MG_UNSUPPORTED: &[u8] = b"bhlNRu";
-const MS_UNSUPPORTED: &[u8] = b"bIcNs";
-const MD_UNSUPPORTED: &[u8] = b"bI";
-const MA_UNSUPPORTED: &[u8] = b"bNJTCtc";
+const BAD_KEY: &str = "CLIENT_ERROR error decoding key";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum MetaKind {
@@ -30,12 +23,18 @@ pub(crate) enum MetaKind {
     Arith,
 }
 
-/// A flag to echo back: its letter and, for `O`, the token's place in the read buffer.
+/// What a meta reply needs from its request, with tokens kept as places in the read buffer.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ret {
-    letter: u8,
-    off: u32,
-    len: u32,
+pub(crate) struct Echo {
+    /// Return-flag letters in request order.
+    ret: [u8; 17],
+    ret_len: u8,
+    /// The key token as sent (base64 when `b`), and the opaque token.
+    key: (u32, u32),
+    opaque: (u32, u32),
+    base64: bool,
+    quiet: bool,
+    value: bool,
 }
 
 #[derive(Debug)]
@@ -44,353 +43,464 @@ pub(crate) enum MetaStep {
     Reply {
         kind: MetaKind,
         idx: u32,
-        key_off: u32,
-        key_len: u32,
-        ret: Vec<Ret>,
-        quiet: bool,
-        value: bool,
+        echo: Echo,
         /// `mg C<cas>`: drop the value if the item's CAS matches.
         unless_cas: Option<u64>,
     },
     Debug {
         idx: u32,
-        key_off: u32,
-        key_len: u32,
+        key: (u32, u32),
+        base64: bool,
     },
-}
-
-fn num(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(v).ok()?.parse().ok()
-}
-
-fn signed(v: &[u8]) -> Option<i64> {
-    match v.split_first() {
-        Some((b'-', rest)) => num(rest).map(|n| -(n as i64)),
-        _ => num(v).map(|n| n as i64),
-    }
 }
 
 /// Plans one meta command. Always returns false (no barrier).
 pub(crate) fn plan_meta<'a>(
     m: MetaCmd<'a>,
     buf: &'a [u8],
+    keys: &'a Bump,
     batch: &mut Vec<Request<'a>>,
     steps: &mut Vec<Step>,
 ) -> bool {
     let off = |k: &[u8]| (k.as_ptr() as usize - buf.as_ptr() as usize) as u32;
-    let (kind, key, flags, unsupported): (MetaKind, &[u8], &[MetaFlag<'_>], &[u8]) = match &m {
+    let span = |k: &[u8]| (off(k), k.len() as u32);
+    // The engine's key: the token itself, or its base64 decoding kept for the pass.
+    let engine_key = |token: &'a [u8], base64: bool| -> Result<&'a [u8], &'static str> {
+        if !base64 {
+            return if hkv_proto::valid_key(token) {
+                Ok(token)
+            } else {
+                Err(BAD_FORMAT)
+            };
+        }
+        let mut k = [0u8; hkv_proto::MAX_KEY_LEN];
+        match decode_key(token, &mut k) {
+            Some(n) => Ok(keys.alloc_slice_copy(&k[..n])),
+            None => Err(BAD_KEY),
+        }
+    };
+    let (kind, token, f) = match &m {
         MetaCmd::Noop => {
             steps.push(Step::Meta(MetaStep::Noop));
             return false;
         }
-        MetaCmd::Debug { key } => {
-            batch.push(Request::gets(key));
-            steps.push(Step::Meta(MetaStep::Debug {
-                idx: (batch.len() - 1) as u32,
-                key_off: off(key),
-                key_len: key.len() as u32,
-            }));
+        MetaCmd::Debug { key, base64 } => {
+            match engine_key(key, *base64) {
+                Ok(k) => {
+                    batch.push(Request {
+                        meta: Meta {
+                            no_bump: true,
+                            ..Meta::default()
+                        },
+                        ..Request::gets(k)
+                    });
+                    steps.push(Step::Meta(MetaStep::Debug {
+                        idx: (batch.len() - 1) as u32,
+                        key: span(key),
+                        base64: *base64,
+                    }));
+                }
+                // me words every bad key alike.
+                Err(_) => steps.push(Step::Text(BAD_FORMAT)),
+            }
             return false;
         }
-        MetaCmd::Get { key, flags } => (MetaKind::Get, key, flags, MG_UNSUPPORTED),
-        MetaCmd::Set { key, flags, .. } => (MetaKind::Set, key, flags, MS_UNSUPPORTED),
-        MetaCmd::Delete { key, flags } => (MetaKind::Delete, key, flags, MD_UNSUPPORTED),
-        MetaCmd::Arith { key, flags } => (MetaKind::Arith, key, flags, MA_UNSUPPORTED),
+        MetaCmd::Get { key, flags } => (MetaKind::Get, *key, *flags),
+        MetaCmd::Set { key, flags, .. } => (MetaKind::Set, *key, *flags),
+        MetaCmd::Delete { key, flags } => (MetaKind::Delete, *key, *flags),
+        MetaCmd::Arith { key, flags } => (MetaKind::Arith, *key, *flags),
     };
-    let fail = |steps: &mut Vec<Step>, e: &'static str| steps.push(Step::Text(e));
-    if flags.iter().any(|f| unsupported.contains(&f.letter)) {
-        let e = match kind {
-            MetaKind::Delete | MetaKind::Arith => INVALID_OR_DUP,
-            _ => INVALID_FLAG,
-        };
-        fail(steps, e);
-        return false;
-    }
-    if !hkv_proto::valid_key(key) {
-        fail(steps, BAD_FORMAT);
-        return false;
-    }
-    let mut ret = Vec::new();
-    for f in flags {
-        // Which flags a reply echoes: mg all of these, the others only k and O.
-        let echoed: &[u8] = if kind == MetaKind::Get {
-            b"cfkOst"
-        } else {
-            b"kO"
-        };
-        if echoed.contains(&f.letter) {
-            ret.push(Ret {
-                letter: f.letter,
-                off: if f.value.is_empty() { 0 } else { off(f.value) },
-                len: f.value.len() as u32,
-            });
+    let key = match engine_key(token, f.base64) {
+        Ok(k) => k,
+        Err(e) => {
+            steps.push(Step::Text(e));
+            return false;
+        }
+    };
+    let mut echo = Echo {
+        ret: [0; 17],
+        ret_len: 0,
+        key: span(token),
+        opaque: f.opaque.map_or((0, 0), span),
+        base64: f.base64,
+        quiet: f.quiet,
+        value: f.value,
+    };
+    for &l in f.returned() {
+        // mg answers every return flag; the others only these.
+        let echoed = kind == MetaKind::Get
+            || l == b'k'
+            || l == b'O'
+            || (kind == MetaKind::Set && matches!(l, b'c' | b's'))
+            || (kind == MetaKind::Arith && matches!(l, b'c' | b't'));
+        if echoed {
+            echo.ret[echo.ret_len as usize] = l;
+            echo.ret_len += 1;
         }
     }
-    let get = |l: u8| flags.iter().find(|f| f.letter == l).map(|f| f.value);
-    let quiet = get(b'q').is_some();
-    let mut unless_cas = None;
-    let req = match m {
-        MetaCmd::Get { key, .. } => {
-            if let Some(c) = get(b'C') {
-                let Some(c) = num(c) else {
-                    fail(steps, BAD_FORMAT);
-                    return false;
-                };
-                unless_cas = Some(c);
-            }
-            match get(b'T') {
-                Some(t) => {
-                    let Some(t) = signed(t) else {
-                        fail(steps, BAD_FORMAT);
-                        return false;
-                    };
-                    Request {
-                        exptime: t,
-                        ..Request::new(Op::Gats, key)
-                    }
-                }
-                None => Request::gets(key),
-            }
+    let req = match plan_request(&m, key, &f) {
+        Ok(r) => r,
+        Err(e) => {
+            steps.push(Step::Text(e));
+            return false;
         }
-        MetaCmd::Set { key, data, .. } => {
-            let flag_val = match get(b'F').map(num) {
-                None => 0,
-                Some(Some(v)) if v <= u32::MAX as u64 => v as u32,
-                Some(_) => {
-                    fail(steps, BAD_FORMAT);
-                    return false;
-                }
-            };
-            let ttl = match get(b'T').map(signed) {
-                None => 0,
-                Some(Some(t)) => t,
-                Some(None) => {
-                    fail(steps, BAD_FORMAT);
-                    return false;
-                }
-            };
-            let mode = get(b'M').unwrap_or(b"S");
-            let op = match mode {
-                b"S" => Op::Set,
-                b"E" => Op::Add,
-                b"R" => Op::Replace,
-                b"A" => Op::Append,
-                b"P" => Op::Prepend,
-                _ => {
-                    fail(steps, "CLIENT_ERROR invalid mode for ms M token");
-                    return false;
-                }
-            };
-            match get(b'C') {
-                Some(c) => {
-                    // CAS in set and replace mode (both mean "replace this version").
-                    let (Some(c), Op::Set | Op::Replace) = (num(c), op) else {
-                        fail(steps, INVALID_FLAG);
-                        return false;
-                    };
-                    Request::cas(key, data, flag_val, ttl, c)
-                }
-                None => Request::store(op, key, data, flag_val, ttl),
-            }
-        }
-        MetaCmd::Delete { key, .. } => match get(b'C').map(num) {
-            None => Request::delete(key),
-            Some(Some(c)) => Request {
-                cas: c,
-                ..Request::delete(key)
-            },
-            Some(None) => {
-                fail(steps, BAD_FORMAT);
-                return false;
-            }
-        },
-        MetaCmd::Arith { key, .. } => {
-            let delta = match get(b'D').map(num) {
-                None => 1,
-                Some(Some(d)) => d,
-                Some(None) => {
-                    fail(steps, "CLIENT_ERROR invalid numeric delta argument");
-                    return false;
-                }
-            };
-            match get(b'M') {
-                None | Some(b"I" | b"+") => Request::incr(key, delta),
-                Some(b"D" | b"-") => Request::decr(key, delta),
-                Some(_) => {
-                    fail(steps, "CLIENT_ERROR invalid mode for ma M token");
-                    return false;
-                }
-            }
-        }
-        MetaCmd::Noop | MetaCmd::Debug { .. } => unreachable!("handled above"),
     };
     batch.push(req);
     steps.push(Step::Meta(MetaStep::Reply {
         kind,
         idx: (batch.len() - 1) as u32,
-        key_off: off(key),
-        key_len: key.len() as u32,
-        ret,
-        quiet,
-        value: get(b'v').is_some(),
-        unless_cas,
+        echo,
+        unless_cas: if kind == MetaKind::Get {
+            f.compare_cas
+        } else {
+            None
+        },
     }));
     false
+}
+
+/// The engine request of mg, ms, md or ma, from its typed flags.
+fn plan_request<'a>(
+    m: &MetaCmd<'a>,
+    key: &'a [u8],
+    f: &MetaFlags<'a>,
+) -> Result<Request<'a>, &'static str> {
+    let mut meta = Meta {
+        new_cas: f.new_cas,
+        ..Meta::default()
+    };
+    Ok(match *m {
+        MetaCmd::Get { .. } => {
+            meta.no_bump = f.no_bump;
+            meta.recache = f.recache;
+            meta.vivify = f.vivify;
+            if f.vivify.is_none() {
+                // E only matters when mg creates the item.
+                meta.new_cas = None;
+            }
+            let base = match f.ttl {
+                Some(t) => Request::new(Op::Gats, key).with_exptime(t),
+                None => Request::gets(key),
+            };
+            Request { meta, ..base }
+        }
+        MetaCmd::Set { data, .. } => {
+            meta.binary_key = f.base64;
+            let flags = f.client_flags.unwrap_or(0);
+            let ttl = f.ttl.unwrap_or(0);
+            let op = match f.mode.unwrap_or(b'S') {
+                b'S' => Op::Set,
+                b'E' => Op::Add,
+                b'R' => Op::Replace,
+                b'A' => Op::Append,
+                b'P' => Op::Prepend,
+                _ => return Err("CLIENT_ERROR invalid mode for ms M token"),
+            };
+            meta.invalidate = f.invalidate;
+            if matches!(op, Op::Append | Op::Prepend) {
+                meta.vivify = f.vivify;
+            }
+            let op = match (op, f.compare_cas) {
+                (Op::Set | Op::Replace, Some(_)) => Op::Cas,
+                (op, _) => op,
+            };
+            Request {
+                cas: f.compare_cas.unwrap_or(0),
+                meta,
+                ..Request::store(op, key, data, flags, ttl)
+            }
+        }
+        MetaCmd::Delete { .. } => {
+            meta.invalidate = f.invalidate;
+            meta.strip_value = f.strip_value;
+            if f.invalidate {
+                meta.ttl = f.ttl;
+            }
+            Request {
+                cas: f.compare_cas.unwrap_or(0),
+                meta,
+                ..Request::delete(key)
+            }
+        }
+        MetaCmd::Arith { .. } => {
+            let delta = f.delta.unwrap_or(1);
+            let mut req = match f.mode {
+                None | Some(b'I' | b'+') => Request::incr(key, delta),
+                Some(b'D' | b'-') => Request::decr(key, delta),
+                Some(_) => return Err("CLIENT_ERROR invalid mode for ma M token"),
+            };
+            if let Some(ttl) = f.vivify {
+                req.initial = Some(f.initial.unwrap_or(0));
+                req.exptime = ttl;
+            }
+            meta.ttl = f.ttl;
+            Request {
+                cas: f.compare_cas.unwrap_or(0),
+                meta,
+                ..req
+            }
+        }
+        MetaCmd::Noop | MetaCmd::Debug { .. } => unreachable!("planned by plan_meta"),
+    })
+}
+
+fn encode_base64(raw: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(raw)
 }
 
 fn ttl_left(expiry: u32, now: u32) -> i64 {
     if expiry == 0 {
         -1
     } else {
-        expiry.saturating_sub(now) as i64
+        i64::from(expiry.saturating_sub(now))
     }
 }
 
-/// Writes " <flag><value>" for each returned flag, in request order.
-fn ret_flags(out: &mut Vec<u8>, ret: &[Ret], rbuf: &[u8], key: &[u8], r: &Response, now: u32) {
-    for f in ret {
-        match f.letter {
-            b'O' => {
+fn token(rbuf: &[u8], (off, len): (u32, u32)) -> &[u8] {
+    &rbuf[off as usize..(off + len) as usize]
+}
+
+/// What the return flags report about the item the command found or left.
+struct Found {
+    flags: u32,
+    cas: u64,
+    len: u32,
+    expiry: u32,
+    atime: u32,
+    bits: u8,
+}
+
+/// Writes " <flag><value>" for each returned flag in request order, then Z, X and W.
+fn ret_flags(out: &mut Vec<u8>, e: &Echo, rbuf: &[u8], found: Option<&Found>, now: u32) {
+    for &l in &e.ret[..e.ret_len as usize] {
+        match (l, found) {
+            (b'O', _) => {
                 out.extend_from_slice(b" O");
-                out.extend_from_slice(&rbuf[f.off as usize..(f.off + f.len) as usize]);
+                out.extend_from_slice(token(rbuf, e.opaque));
             }
-            b'k' => {
+            (b'k', _) => {
                 out.extend_from_slice(b" k");
-                out.extend_from_slice(key);
-            }
-            b'c' | b'f' | b's' | b't' => {
-                if let Response::Value {
-                    flags,
-                    cas,
-                    len,
-                    expiry,
-                    ..
-                } = *r
-                {
-                    let _ = match f.letter {
-                        b'c' => write!(out, " c{cas}"),
-                        b'f' => write!(out, " f{flags}"),
-                        b's' => write!(out, " s{len}"),
-                        _ => write!(out, " t{}", ttl_left(expiry, now)),
-                    };
+                let stored_binary = found.is_some_and(|i| i.bits & hit::BINARY_KEY != 0);
+                if stored_binary && !e.base64 {
+                    // Stored with `b`, asked for by its raw bytes: memcached returns the
+                    // key encoded, as it was stored.
+                    out.extend_from_slice(encode_base64(token(rbuf, e.key)).as_bytes());
+                } else {
+                    out.extend_from_slice(token(rbuf, e.key));
                 }
+                if e.base64 || stored_binary {
+                    out.extend_from_slice(b" b");
+                }
+            }
+            (b'c', Some(i)) => {
+                let _ = write!(out, " c{}", i.cas);
+            }
+            (b'f', Some(i)) => {
+                let _ = write!(out, " f{}", i.flags);
+            }
+            (b's', Some(i)) => {
+                let _ = write!(out, " s{}", i.len);
+            }
+            (b't', Some(i)) => {
+                let _ = write!(out, " t{}", ttl_left(i.expiry, now));
+            }
+            (b'h', Some(i)) => {
+                let _ = write!(out, " h{}", u8::from(i.bits & hit::FETCHED != 0));
+            }
+            (b'l', Some(i)) => {
+                let _ = write!(out, " l{}", now.saturating_sub(i.atime));
             }
             _ => {}
         }
     }
+    if let Some(i) = found {
+        if i.bits & hit::WON_ELSEWHERE != 0 {
+            out.extend_from_slice(b" Z");
+        }
+        if i.bits & hit::STALE != 0 {
+            out.extend_from_slice(b" X");
+        }
+        if i.bits & hit::WIN != 0 {
+            out.extend_from_slice(b" W");
+        }
+    }
 }
 
-pub(crate) fn write(m: &MetaStep, rbuf: &[u8], res: &Responses, out: &mut Vec<u8>) {
+pub(crate) fn write(
+    m: &MetaStep,
+    rbuf: &[u8],
+    res: &Responses,
+    class_of: impl Fn(usize) -> usize,
+    out: &mut Vec<u8>,
+) {
     let now = crate::worker::unix_now();
     match m {
         MetaStep::Noop => line(out, "MN"),
-        MetaStep::Debug {
-            idx,
-            key_off,
-            key_len,
-        } => {
-            let r = &res.results[*idx as usize];
-            let key = &rbuf[*key_off as usize..(*key_off + *key_len) as usize];
-            match *r {
-                Response::Value {
-                    cas, len, expiry, ..
-                } => {
-                    out.extend_from_slice(b"ME ");
+        MetaStep::Debug { idx, key, base64 } => match res.results[*idx as usize] {
+            Response::Value {
+                cas,
+                len,
+                expiry,
+                atime,
+                bits,
+                ..
+            } => {
+                // The key as stored: its raw bytes, or base64 if it was stored with `b`.
+                let mut raw = [0u8; hkv_proto::MAX_KEY_LEN];
+                let sent = token(rbuf, *key);
+                let key: &[u8] = match base64.then(|| decode_key(sent, &mut raw)).flatten() {
+                    Some(n) => &raw[..n],
+                    None => sent,
+                };
+                let size = hkv_store_size(key.len(), len as usize);
+                out.extend_from_slice(b"ME ");
+                if bits & hit::BINARY_KEY != 0 {
+                    out.extend_from_slice(encode_base64(key).as_bytes());
+                } else {
                     out.extend_from_slice(key);
-                    let _ = write!(
-                        out,
-                        " exp={} cas={cas} size={}\r\n",
-                        ttl_left(expiry, now),
-                        len as usize + key.len()
-                    );
                 }
-                _ => line(out, "EN"),
+                // memcached prints exptime minus now: minus the TTL left.
+                let exp = if expiry == 0 {
+                    -1
+                } else {
+                    -ttl_left(expiry, now)
+                };
+                let _ = write!(
+                    out,
+                    " exp={exp} la={} cas={cas} fetch={} cls={} size={size}\r\n",
+                    now.saturating_sub(atime),
+                    if bits & hit::FETCHED != 0 {
+                        "yes"
+                    } else {
+                        "no"
+                    },
+                    class_of(size),
+                );
             }
-        }
+            _ => line(out, "EN"),
+        },
         MetaStep::Reply {
             kind,
             idx,
-            key_off,
-            key_len,
-            ret,
-            quiet,
-            value,
+            echo,
             unless_cas,
-        } => {
-            let r = &res.results[*idx as usize];
-            let key = &rbuf[*key_off as usize..(*key_off + *key_len) as usize];
-            let code: &str = match (kind, r) {
-                (MetaKind::Get, Response::Value { cas, .. }) => {
-                    let send_value = *value && *unless_cas != Some(*cas);
-                    if send_value {
-                        let v = res.value(r);
-                        let _ = write!(out, "VA {}", v.len());
-                        ret_flags(out, ret, rbuf, key, r, now);
-                        out.extend_from_slice(b"\r\n");
-                        out.extend_from_slice(v);
-                        out.extend_from_slice(b"\r\n");
-                        return;
-                    }
-                    "HD"
-                }
-                (MetaKind::Get, _) => {
-                    if !*quiet {
-                        // memcached echoes k and O on a miss too.
-                        out.extend_from_slice(b"EN");
-                        ret_flags(out, ret, rbuf, key, r, now);
-                        out.extend_from_slice(b"\r\n");
-                    }
-                    return;
-                }
-                (MetaKind::Arith, Response::Number(n)) => {
-                    if *quiet {
-                        // q hides the reply to an arithmetic that changed an item.
-                        return;
-                    }
-                    if *value {
-                        let text = n.to_string();
-                        let _ = write!(out, "VA {}", text.len());
-                        ret_flags(out, ret, rbuf, key, r, now);
-                        out.extend_from_slice(b"\r\n");
-                        line(out, &text);
-                        return;
-                    }
-                    "HD"
-                }
-                (_, Response::Stored | Response::Deleted) => "HD",
-                (_, Response::NotStored) => "NS",
-                (_, Response::Exists) => "EX",
-                (_, Response::NotFound | Response::Miss) => "NF",
-                (_, Response::NonNumeric) => {
-                    line(
-                        out,
-                        "CLIENT_ERROR cannot increment or decrement non-numeric value",
-                    );
-                    return;
-                }
-                (_, Response::TooLarge) => {
-                    line(out, "SERVER_ERROR object too large for cache");
-                    return;
-                }
-                (_, Response::OutOfMemory) => {
-                    line(out, "SERVER_ERROR out of memory storing object");
-                    return;
-                }
-                (_, _) => {
-                    line(out, "SERVER_ERROR unexpected engine response");
-                    return;
-                }
+        } => write_reply(
+            *kind,
+            &res.results[*idx as usize],
+            res,
+            *idx,
+            echo,
+            *unless_cas,
+            rbuf,
+            now,
+            out,
+        ),
+    }
+}
+
+/// An item's size in memory as `me` reports it: header, key and value.
+fn hkv_store_size(key_len: usize, value_len: usize) -> usize {
+    hkv_engine::ITEM_HEADER_BYTES + key_len + value_len
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write_reply(
+    kind: MetaKind,
+    r: &Response,
+    res: &Responses,
+    idx: u32,
+    echo: &Echo,
+    unless_cas: Option<u64>,
+    rbuf: &[u8],
+    now: u32,
+    out: &mut Vec<u8>,
+) {
+    let after = res.after.get(idx as usize).copied().unwrap_or_default();
+    let written = Found {
+        flags: 0,
+        cas: after.cas,
+        len: after.len,
+        expiry: after.expiry,
+        atime: now,
+        bits: 0,
+    };
+    let code: &str = match (kind, r) {
+        (
+            MetaKind::Get,
+            Response::Value {
+                flags,
+                cas,
+                len,
+                expiry,
+                atime,
+                bits,
+                ..
+            },
+        ) => {
+            let found = Found {
+                flags: *flags,
+                cas: *cas,
+                len: *len,
+                expiry: *expiry,
+                atime: *atime,
+                bits: *bits,
             };
-            // q: the nominal reply (HD) is suppressed; failures are always sent.
-            if *quiet && code == "HD" {
+            if echo.value && unless_cas != Some(*cas) {
+                let v = res.value(r);
+                let _ = write!(out, "VA {}", v.len());
+                ret_flags(out, echo, rbuf, Some(&found), now);
+                out.extend_from_slice(b"\r\n");
+                out.extend_from_slice(v);
+                out.extend_from_slice(b"\r\n");
                 return;
             }
-            out.extend_from_slice(code.as_bytes());
-            ret_flags(out, ret, rbuf, key, r, now);
+            // mg's q hides only the EN of a miss.
+            out.extend_from_slice(b"HD");
+            ret_flags(out, echo, rbuf, Some(&found), now);
             out.extend_from_slice(b"\r\n");
+            return;
         }
+        (MetaKind::Get, _) => {
+            if !echo.quiet {
+                // memcached echoes k and O on a miss too.
+                out.extend_from_slice(b"EN");
+                ret_flags(out, echo, rbuf, None, now);
+                out.extend_from_slice(b"\r\n");
+            }
+            return;
+        }
+        (MetaKind::Arith, Response::Number(n)) => {
+            // memcached answers a counter that `N` created even under q.
+            if echo.quiet && !after.created {
+                return;
+            }
+            if echo.value {
+                let text = n.to_string();
+                let _ = write!(out, "VA {}", text.len());
+                ret_flags(out, echo, rbuf, Some(&written), now);
+                out.extend_from_slice(b"\r\n");
+                line(out, &text);
+                return;
+            }
+            "HD"
+        }
+        (_, Response::Stored | Response::Deleted) => "HD",
+        (_, Response::NotStored) => "NS",
+        (_, Response::Exists) => "EX",
+        (_, Response::NotFound | Response::Miss) => "NF",
+        (_, other) => {
+            line(out, crate::respond::error_line(other));
+            return;
+        }
+    };
+    // q: the nominal reply (HD) is suppressed; failures are always sent.
+    if echo.quiet && code == "HD" && !after.created {
+        return;
     }
+    out.extend_from_slice(code.as_bytes());
+    // ms reports `c0` when it stored nothing; the others echo only k and O then.
+    let found = (code == "HD" || kind == MetaKind::Set).then_some(&written);
+    ret_flags(out, echo, rbuf, found, now);
+    out.extend_from_slice(b"\r\n");
 }

@@ -7,8 +7,6 @@ use hkv_engine::{Response, Responses};
 
 use crate::Shared;
 
-pub(crate) use crate::meta::plan_meta;
-
 /// One piece of a connection's reply, in request order.
 #[derive(Debug)]
 pub(crate) enum Step {
@@ -96,7 +94,16 @@ pub(crate) fn write(
             line(out, "ERROR: shutdown not enabled");
         }
         Step::Stats(ref args) => crate::stats::write_stats(args, shared, now, out),
-        Step::Meta(ref m) => crate::meta::write(m, rbuf, res, out),
+        Step::Meta(ref m) => {
+            let class_of = |size: usize| {
+                let classes = shared.engine.class_stats();
+                classes
+                    .iter()
+                    .position(|c| c.info.chunk >= size)
+                    .map_or(0, |i| i + 1)
+            };
+            crate::meta::write(m, rbuf, res, class_of, out)
+        }
         Step::Bin(ref b) => crate::binary::write(b, rbuf, res, shared, now, out),
     }
     false
@@ -119,15 +126,20 @@ fn reply(out: &mut Vec<u8>, r: &Response) {
         Response::Number(n) => {
             let _ = write!(out, "{n}\r\n");
         }
-        Response::NonNumeric => line(
-            out,
-            "CLIENT_ERROR cannot increment or decrement non-numeric value",
-        ),
-        Response::TooLarge => line(out, "SERVER_ERROR object too large for cache"),
-        Response::OutOfMemory => line(out, "SERVER_ERROR out of memory storing object"),
-        Response::KeyTooLong => line(out, "CLIENT_ERROR bad command line format"),
-        Response::Value { .. } => line(out, "SERVER_ERROR unexpected value"),
+        ref other => line(out, error_line(other)),
+    }
+}
+
+/// memcached's error line for an engine result that is a failure (or, for a result a
+/// command cannot produce, a server error rather than silence).
+pub(crate) fn error_line(r: &Response) -> &'static str {
+    match r {
+        Response::NonNumeric => "CLIENT_ERROR cannot increment or decrement non-numeric value",
+        Response::TooLarge => "SERVER_ERROR object too large for cache",
+        Response::OutOfMemory => "SERVER_ERROR out of memory storing object",
+        Response::KeyTooLong => "CLIENT_ERROR bad command line format",
         // Only reads are deferred, and a pass stops its client before the first of them.
-        Response::Deferred => line(out, "SERVER_ERROR out of memory writing get response"),
+        Response::Deferred => "SERVER_ERROR out of memory writing get response",
+        _ => "SERVER_ERROR unexpected engine response",
     }
 }

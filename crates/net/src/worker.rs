@@ -45,6 +45,8 @@ pub(crate) struct Worker {
     scratch: Scratch,
     responses: Responses,
     steps: Vec<Step>,
+    /// Keys decoded from base64 (meta `b`) for the pass being planned; reset after it.
+    keys: bumpalo::Bump,
     marks: Vec<ReadMark>,
     /// Connections not read in the last pass because buffers were over their limit.
     throttled: Vec<usize>,
@@ -107,6 +109,7 @@ impl Worker {
             scratch: Scratch::default(),
             responses: Responses::default(),
             steps: Vec::new(),
+            keys: bumpalo::Bump::new(),
             marks: Vec::new(),
             throttled: Vec::new(),
             exempt: None,
@@ -435,6 +438,8 @@ impl Worker {
         self.responses.clear();
         self.responses.value_budget = PASS_VALUE_BUDGET.max(high_water);
         self.responses.group_budget = high_water;
+        self.keys.reset();
+        let keys = &self.keys;
         let conns = &self.conns;
         let steps = &mut self.steps;
         let marks = &mut self.marks;
@@ -448,6 +453,7 @@ impl Worker {
             let (start, mstart) = (steps.len(), marks.len());
             let p = parse_input(
                 &c.rbuf[..c.rend],
+                keys,
                 c.rstart,
                 c.swallow,
                 c.binary,
@@ -474,6 +480,7 @@ impl Worker {
             let (start, mstart) = (steps.len(), marks.len());
             let end = parse_input(
                 &r.payload,
+                keys,
                 0,
                 0,
                 Some(false),

@@ -211,7 +211,7 @@ fn meta_commands() {
         ("ma gone\r\n", "NF\r\n"),
         ("md mk q\r\nmn\r\n", "MN\r\n"),
         ("md mk\r\n", "NF\r\n"),
-        ("mg mk v h\r\n", "CLIENT_ERROR invalid flag\r\n"),
+        ("mg mk v h\r\n", "EN\r\n"),
         ("mg mk v Z\r\n", "CLIENT_ERROR invalid flag\r\n"),
         ("ms mk abc\r\n", "CLIENT_ERROR bad command line format\r\n"),
     ];
@@ -219,7 +219,8 @@ fn meta_commands() {
         c.expect(req, want);
     }
     let got = c.call("me cnt\r\n", "\r\n");
-    assert!(got.starts_with("ME cnt exp=-1 cas="), "{got:?}");
+    assert!(got.starts_with("ME cnt exp=-1 la="), "{got:?}");
+    assert!(got.contains(" fetch=no cls=1 size="), "{got:?}");
     // CAS through meta: a stale CAS is refused, the current one accepted.
     let r = c.call("mg cnt c\r\n", "\r\n");
     let cas: u64 = r.trim().strip_prefix("HD c").unwrap().parse().unwrap();

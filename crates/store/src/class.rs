@@ -59,9 +59,9 @@ mod tests {
     #[test]
     fn sizes_grow_by_the_factor_and_end_at_the_page() {
         let s = chunk_sizes(1.25, 1 << 20);
-        assert_eq!(s[0], 32);
-        assert_eq!(s[1], 40);
-        assert_eq!(s[2], 56); // 50 rounded up to 8
+        assert_eq!(s[0], 40);
+        assert_eq!(s[1], 56); // 50 rounded up to 8
+        assert_eq!(s[2], 72); // 70 rounded up to 8
         assert!(s.windows(2).all(|w| w[1] > w[0]));
         assert_eq!(*s.last().unwrap(), (1 << 20) - 8);
         assert!(s.len() < MAX_CLASSES);

@@ -1,13 +1,15 @@
 //! The item header, at the start of every chunk:
 //!
 //! ```text
-//! byte  0      1        2..4      4..8       8..12   12..16   16..24   24..
-//!     status key_len  reserved  value_len   flags   expiry    cas     key, value
+//! byte  0      1       2      3      4..8       8..12   12..16   16..24  24..28  28..32  32..
+//!     status key_len  bits  unused value_len   flags   expiry    cas    atime  unused  key, value
 //! ```
+//! `bits` holds the meta protocol's per-item state ([`FETCHED`], [`STALE`], [`WIN_SENT`]);
+//! `atime` is the Unix time of the last access that bumped the item (meta `l`, `me la=`).
 //! A free chunk has status [`FREE`] and keeps the next free slot of its class in bytes 4..8.
 //! Fields are little-endian and unaligned-safe (read through byte slices).
 
-pub const HEADER_BYTES: usize = 24;
+pub const HEADER_BYTES: usize = 32;
 /// memcached's limit; the header stores the key length in one byte.
 pub const MAX_KEY_LEN: usize = 250;
 
@@ -24,6 +26,17 @@ pub(crate) const OFF_NEXT_FREE: usize = 4;
 pub(crate) const OFF_FLAGS: usize = 8;
 pub(crate) const OFF_EXPIRY: usize = 12;
 pub(crate) const OFF_CAS: usize = 16;
+pub(crate) const OFF_BITS: usize = 2;
+pub(crate) const OFF_ATIME: usize = 24;
+
+/// Read at least once since it was stored (memcached's ITEM_FETCHED, meta `h`).
+pub const FETCHED: u8 = 1;
+/// Invalidated by `md I` or a stale `ms I` (meta `X`): served, but marked for recaching.
+pub const STALE: u8 = 2;
+/// A client has been handed the recache token (meta `W`); later ones see `Z`.
+pub const WIN_SENT: u8 = 4;
+/// Stored with a base64 key (meta `ms b`): meta `k` returns the key encoded.
+pub const BINARY_KEY: u8 = 8;
 
 #[inline(always)]
 pub(crate) fn rd32(b: &[u8], off: usize) -> u32 {
@@ -80,6 +93,16 @@ impl<'a> Item<'a> {
                 .try_into()
                 .expect("8 bytes"),
         )
+    }
+
+    /// Meta state bits: [`FETCHED`], [`STALE`], [`WIN_SENT`].
+    pub fn bits(&self) -> u8 {
+        self.chunk[OFF_BITS]
+    }
+
+    /// Unix time of the last bumping access (or of the store).
+    pub fn atime(&self) -> u32 {
+        rd32(self.chunk, OFF_ATIME)
     }
 
     pub fn is_expired(&self, now: u32) -> bool {

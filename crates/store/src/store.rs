@@ -264,6 +264,35 @@ impl SlabStore {
         }
     }
 
+    /// Records an access for the meta protocol: the item is marked fetched and its access
+    /// time set to `now` (memcached does this on every bumping read).
+    pub fn mark_fetched(&mut self, loc: Location, now: u32) {
+        if let Some(chunk) = self.live_chunk_mut(loc) {
+            chunk[OFF_BITS] |= FETCHED;
+            wr32(chunk, OFF_ATIME, now);
+        }
+    }
+
+    /// Sets and clears meta state bits of a live item.
+    pub fn update_bits(&mut self, loc: Location, set: u8, clear: u8) {
+        if let Some(chunk) = self.live_chunk_mut(loc) {
+            chunk[OFF_BITS] = (chunk[OFF_BITS] & !clear) | set;
+        }
+    }
+
+    /// Gives a live item a CAS of the caller's choosing (meta `E`) or, with `None`, the next
+    /// one from the store's counter (meta `md I` bumps the CAS). Returns the new CAS.
+    pub fn set_cas(&mut self, loc: Location, cas: Option<u64>) -> Option<u64> {
+        let next = self.next_cas;
+        let chunk = self.live_chunk_mut(loc)?;
+        let v = cas.unwrap_or(next);
+        chunk[OFF_CAS..OFF_CAS + 8].copy_from_slice(&v.to_le_bytes());
+        if cas.is_none() {
+            self.take_cas();
+        }
+        Some(v)
+    }
+
     /// Overwrites the value of a live item with bytes of the same length (incr/decr in place)
     /// and gives it a new CAS, which is returned.
     pub fn overwrite_value(&mut self, loc: Location, value: &[u8]) -> Option<u64> {
@@ -366,7 +395,6 @@ impl SlabStore {
         let c = self
             .class_for(key.len(), value_len)
             .ok_or(StoreError::TooLarge)?;
-        let reused = self.classes[c].free_head != NO_LOCATION;
         let slot = match self.allocate(c, now, &mut on_reclaim) {
             Some(s) => s,
             None => {
@@ -379,8 +407,10 @@ impl SlabStore {
         let chunk = class.chunk_mut(slot);
         chunk[OFF_STATUS] = IN_USE;
         chunk[OFF_KEY_LEN] = key.len() as u8;
-        chunk[2] = 0;
+        chunk[OFF_BITS] = 0;
         chunk[3] = 0;
+        wr32(chunk, OFF_ATIME, now);
+        wr32(chunk, OFF_ATIME + 4, 0);
         wr32(chunk, OFF_VALUE_LEN, value_len as u32);
         wr32(chunk, OFF_FLAGS, flags);
         wr32(chunk, OFF_EXPIRY, raw_expiry);
@@ -392,12 +422,12 @@ impl SlabStore {
             chunk[at..at + part.len()].copy_from_slice(part);
             at += part.len();
         }
-        // A chunk reused from the free list may sit just ahead of the CLOCK hand: such an
-        // item starts referenced (a second chance, as memcached puts new items at the head of
-        // its LRU) so a just-acknowledged write is never the very next victim. Chunks from
-        // eviction sit just behind the hand, fresh ones in allocation order: those start
-        // unreferenced, so an item never read again goes first.
-        class.set_referenced(slot, reused);
+        // Every new item starts referenced, as memcached puts new items at the head of its
+        // LRU: a chunk from the free list, or a fresh one in a page just added where the hand
+        // wrapped, may sit right ahead of the CLOCK hand, and without its bit a
+        // just-acknowledged write would be the very next victim (the write probe in
+        // crates/server/tests/probes.rs lost one in about six runs that way).
+        class.set_referenced(slot, true);
         class.items += 1;
         self.stats.curr_items += 1;
         self.stats.total_items += 1;

@@ -14,6 +14,7 @@
 
 mod text;
 
+use bumpalo::Bump;
 use hkv_engine::{Op, Request};
 use hkv_proto::binary::BinParsed;
 use hkv_proto::text::Limits;
@@ -145,6 +146,7 @@ impl Client {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn parse_input<'a>(
     buf: &'a [u8],
+    keys: &'a Bump,
     start: usize,
     swallow_in: usize,
     binary_in: Option<bool>,
@@ -223,7 +225,7 @@ pub(crate) fn parse_input<'a>(
             plan_binary(buf, &limits, &mut end, batch, steps)
         } else {
             let hint = if p0 == start { scanned_in } else { 0 };
-            plan_text(buf, &limits, hint, &mut end, batch, steps)
+            plan_text(buf, keys, &limits, hint, &mut end, batch, steps)
         };
         if end.cont.is_some() {
             // A multi-key line: its keys are planned (and charged) one by one.
@@ -231,7 +233,7 @@ pub(crate) fn parse_input<'a>(
         }
         // Charge what the command added: a write makes every open read non-deferrable.
         let new = &batch[b0..];
-        let writes = new.iter().any(|r| !r.op.is_read());
+        let writes = new.iter().any(|r| !r.is_read());
         if writes {
             let values = new.iter().filter(|r| returns_value(r.op)).count();
             if !client.charge(pass, client.open_reads + values, first) {
@@ -268,10 +270,7 @@ pub(crate) fn parse_input<'a>(
     // Reads after this client's last write may wait for a later pass, except the first of
     // them when the budget allows: partitions run in turn, so the engine may spend the
     // budget on this client's later keys first, and the earliest one must not wait forever.
-    if let Some(i) = batch[client.open_from..]
-        .iter()
-        .position(|r| r.op.is_read())
-    {
+    if let Some(i) = batch[client.open_from..].iter().position(|r| r.is_read()) {
         let at = client.open_from + i;
         if client.charge(pass, 1, at == client.keys_before) {
             for r in &mut batch[client.open_from..=at] {
@@ -284,7 +283,7 @@ pub(crate) fn parse_input<'a>(
         r.group = group;
     }
     for r in &mut batch[client.open_from..] {
-        r.deferrable = r.op.is_read();
+        r.deferrable = r.is_read();
     }
     let open_from = client.open_from as u32;
     let mut kept = marks_before;

@@ -1,6 +1,7 @@
 //! PP for the text and meta protocols: one request, the keys of a multi-key line, and the
 //! engine requests and reply steps of every other command.
 
+use bumpalo::Bump;
 use hkv_engine::{Op, Request};
 use hkv_proto::text::{self, ArithOp, Command, Parsed, StoreOp};
 
@@ -10,6 +11,7 @@ use crate::respond::Step;
 /// Plans one text or meta request. Returns true if parsing must stop after it.
 pub(super) fn plan_text<'a>(
     buf: &'a [u8],
+    keys: &'a Bump,
     limits: &text::Limits,
     newline_free: usize,
     end: &mut InputEnd,
@@ -55,7 +57,7 @@ pub(super) fn plan_text<'a>(
                 Command::Get { keys, cas } => (keys, *cas, None),
                 Command::Gat { exptime, keys, cas } => (keys, *cas, Some(*exptime)),
                 _ => {
-                    let barrier = plan_command(cmd, buf, batch, steps, &mut end.close);
+                    let barrier = plan_command(cmd, buf, keys, batch, steps, &mut end.close);
                     if barrier && !end.close {
                         end.more = true;
                     }
@@ -156,6 +158,7 @@ pub(super) fn plan_get_keys<'a>(
 fn plan_command<'a>(
     cmd: Command<'a>,
     buf: &'a [u8],
+    keys: &'a Bump,
     batch: &mut Vec<Request<'a>>,
     steps: &mut Vec<Step>,
     close: &mut bool,
@@ -236,7 +239,7 @@ fn plan_command<'a>(
         Command::Stats { args } => {
             steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
         }
-        Command::Meta(m) => return crate::respond::plan_meta(m, buf, batch, steps),
+        Command::Meta(m) => return crate::meta::plan_meta(m, buf, keys, batch, steps),
     }
     false
 }

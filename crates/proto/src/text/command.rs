@@ -70,64 +70,49 @@ pub enum Command<'a> {
     Meta(MetaCmd<'a>),
 }
 
-/// One meta flag: a letter and its (possibly empty) token.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MetaFlag<'a> {
-    pub letter: u8,
-    pub value: &'a [u8],
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MetaArith {
     Incr,
     Decr,
 }
 
-/// A meta command: `mg`, `ms`, `md`, `ma`, `mn`, `me`.
+/// A meta command: `mg`, `ms`, `md`, `ma`, `mn`, `me`. Its flags are parsed once, into
+/// [`MetaFlags`](super::MetaFlags).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetaCmd<'a> {
     Get {
         key: &'a [u8],
-        flags: Vec<MetaFlag<'a>>,
+        flags: super::MetaFlags<'a>,
     },
     Set {
         key: &'a [u8],
         data: &'a [u8],
-        flags: Vec<MetaFlag<'a>>,
+        flags: super::MetaFlags<'a>,
     },
     Delete {
         key: &'a [u8],
-        flags: Vec<MetaFlag<'a>>,
+        flags: super::MetaFlags<'a>,
     },
     Arith {
         key: &'a [u8],
-        flags: Vec<MetaFlag<'a>>,
+        flags: super::MetaFlags<'a>,
     },
     Noop,
     Debug {
         key: &'a [u8],
+        base64: bool,
     },
 }
 
 impl<'a> MetaCmd<'a> {
-    pub fn flags(&self) -> &[MetaFlag<'a>] {
+    /// The flags of mg, ms, md and ma.
+    pub fn flags(&self) -> Option<&super::MetaFlags<'a>> {
         match self {
             MetaCmd::Get { flags, .. }
             | MetaCmd::Set { flags, .. }
             | MetaCmd::Delete { flags, .. }
-            | MetaCmd::Arith { flags, .. } => flags,
-            MetaCmd::Noop | MetaCmd::Debug { .. } => &[],
+            | MetaCmd::Arith { flags, .. } => Some(flags),
+            MetaCmd::Noop | MetaCmd::Debug { .. } => None,
         }
-    }
-
-    pub fn flag(&self, letter: u8) -> Option<&'a [u8]> {
-        self.flags()
-            .iter()
-            .find(|f| f.letter == letter)
-            .map(|f| f.value)
-    }
-
-    pub fn has(&self, letter: u8) -> bool {
-        self.flags().iter().any(|f| f.letter == letter)
     }
 }

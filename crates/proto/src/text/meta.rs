@@ -1,54 +1,140 @@
 //! Meta command lines (protocol.txt, "Meta Commands"), checked the way memcached 1.6
 //! checks them before running anything.
 
-use super::command::{MetaCmd, MetaFlag};
+use super::command::MetaCmd;
 use super::parse::{bad_format, Limits, Parsed, BAD_DATA_CHUNK, TOO_LARGE};
 use super::tokens::{parse_i32, parse_u32, parse_u64};
 
 /// Every flag letter memcached's meta parser accepts, for every meta command. Flags that do
 /// not apply to a command are accepted and ignored, as memcached does.
-pub const META_FLAG_LETTERS: &[u8] = b"bNTRlOPLkstcfvhuqFCMJDI";
+pub const META_FLAG_LETTERS: &[u8] = b"bNTRlOPLkstcfvhuqFCMJDIEx";
 /// More flags than this on one line is an error.
 const MAX_FLAGS: usize = 17;
 
-fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<Vec<MetaFlag<'a>>, &'static str> {
-    let mut out: Vec<MetaFlag<'a>> = Vec::with_capacity(tokens.len());
+/// A meta command's flags, parsed once (memcached's `struct _meta_flags`). Which of them a
+/// command acts on is the planner's business; memcached accepts every letter on every
+/// command and ignores the ones that do not apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MetaFlags<'a> {
+    /// `b`: the key is base64; `k` returns it as sent, followed by `b`.
+    pub base64: bool,
+    /// `C<cas>`: compare CAS.
+    pub compare_cas: Option<u64>,
+    /// `E<cas>`: CAS for the item this command creates or changes.
+    pub new_cas: Option<u64>,
+    /// `F<flags>`: client flags for ms.
+    pub client_flags: Option<u32>,
+    /// `I`: invalidate.
+    pub invalidate: bool,
+    /// `J<n>`: ma's initial value.
+    pub initial: Option<u64>,
+    /// `D<n>`: ma's delta.
+    pub delta: Option<u64>,
+    /// `M<c>`: mode.
+    pub mode: Option<u8>,
+    /// `N<ttl>`: vivify / autovivify.
+    pub vivify: Option<i64>,
+    /// `O<opaque>`: copied back.
+    pub opaque: Option<&'a [u8]>,
+    /// `q`: quiet (noreply semantics).
+    pub quiet: bool,
+    /// `R<secs>`: recache threshold.
+    pub recache: Option<i64>,
+    /// `T<ttl>`: new TTL.
+    pub ttl: Option<i64>,
+    /// `u`: no LRU bump.
+    pub no_bump: bool,
+    /// `v`: return the value.
+    pub value: bool,
+    /// `x`: md removes the value, keeps the item.
+    pub strip_value: bool,
+    /// The letters that ask for something back (`b c f h k l O s t`), in request order, as
+    /// memcached echoes them.
+    ret: [u8; MAX_FLAGS],
+    ret_len: u8,
+}
+
+impl<'a> MetaFlags<'a> {
+    /// Return-flag letters in the order the request gave them.
+    pub fn returned(&self) -> &[u8] {
+        &self.ret[..self.ret_len as usize]
+    }
+
+    /// Whether the request asked for return flag `letter`.
+    pub fn wants(&self, letter: u8) -> bool {
+        self.returned().contains(&letter)
+    }
+}
+
+/// Decodes a base64 key (meta `b`) into `out`; `None` if it is not valid base64 or decodes
+/// to more than a key may hold.
+pub fn decode_key(token: &[u8], out: &mut [u8; crate::MAX_KEY_LEN]) -> Option<usize> {
+    use base64::Engine as _;
+    let mut buf = [0u8; crate::MAX_KEY_LEN * 4 / 3 + 4];
+    let n = base64::engine::general_purpose::STANDARD
+        .decode_slice(token, &mut buf)
+        .ok()?;
+    if n == 0 || n > crate::MAX_KEY_LEN {
+        return None;
+    }
+    out[..n].copy_from_slice(&buf[..n]);
+    Some(n)
+}
+
+fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
+    let mut f = MetaFlags::default();
+    let mut seen = [false; 128];
     for t in tokens {
         let letter = t[0];
         let value = &t[1..];
-        if letter >= 127 || out.iter().any(|f| f.letter == letter) {
+        if letter >= 127 || seen[letter as usize] {
             return Err("CLIENT_ERROR duplicate flag");
         }
+        seen[letter as usize] = true;
         if !META_FLAG_LETTERS.contains(&letter) {
             return Err("CLIENT_ERROR invalid flag");
         }
-        let ok = match letter {
-            b'N' | b'T' | b'R' => parse_i32(value).is_some(),
-            b'C' => parse_u64(value).is_some(),
-            b'F' => parse_u32(value).is_some(),
-            b'M' if value.len() != 1 => return Err("CLIENT_ERROR incorrect length for M token"),
-            b'J' if parse_u64(value).is_none() => {
-                return Err("CLIENT_ERROR invalid numeric initial value")
+        const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
+        match letter {
+            b'N' => f.vivify = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
+            b'T' => f.ttl = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
+            b'R' => f.recache = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
+            b'C' => f.compare_cas = Some(parse_u64(value).ok_or(BAD_TOKEN)?),
+            b'E' => f.new_cas = Some(parse_u64(value).ok_or(BAD_TOKEN)?),
+            b'F' => {
+                f.client_flags =
+                    Some(parse_u32(value).ok_or("CLIENT_ERROR bad command line format")?)
             }
-            b'D' if parse_u64(value).is_none() => {
-                return Err("CLIENT_ERROR invalid numeric delta value")
+            b'M' => match value {
+                [m] => f.mode = Some(*m),
+                _ => return Err("CLIENT_ERROR incorrect length for M token"),
+            },
+            b'J' => {
+                f.initial =
+                    Some(parse_u64(value).ok_or("CLIENT_ERROR invalid numeric initial value")?)
             }
-            _ => true,
-        };
-        if !ok {
-            return Err(if letter == b'F' {
-                "CLIENT_ERROR bad command line format"
-            } else {
-                "CLIENT_ERROR bad token in command line format"
-            });
+            b'D' => {
+                f.delta = Some(parse_u64(value).ok_or("CLIENT_ERROR invalid numeric delta value")?)
+            }
+            b'O' => f.opaque = Some(value),
+            b'b' => f.base64 = true,
+            b'I' => f.invalidate = true,
+            b'q' => f.quiet = true,
+            b'u' => f.no_bump = true,
+            b'v' => f.value = true,
+            b'x' => f.strip_value = true,
+            _ => {}
         }
-        out.push(MetaFlag { letter, value });
+        if b"cfhklOst".contains(&letter) {
+            f.ret[f.ret_len as usize] = letter;
+            f.ret_len += 1;
+        }
     }
-    Ok(out)
+    Ok(f)
 }
 
 /// Checks shared by mg, md, ma and the flags of ms: count, preparse, opaque length.
-fn flags_of<'a>(cmd: &[u8], tokens: &[&'a [u8]]) -> Result<Vec<MetaFlag<'a>>, &'static str> {
+fn flags_of<'a>(cmd: &[u8], tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
     if tokens.len() > MAX_FLAGS {
         return Err(if cmd == b"mg" {
             "CLIENT_ERROR options flags are too long"
@@ -63,10 +149,7 @@ fn flags_of<'a>(cmd: &[u8], tokens: &[&'a [u8]]) -> Result<Vec<MetaFlag<'a>>, &'
             e
         }
     })?;
-    if flags
-        .iter()
-        .any(|f| f.letter == b'O' && f.value.len() + 1 > 32)
-    {
+    if flags.opaque.is_some_and(|o| o.len() + 1 > 32) {
         return Err("CLIENT_ERROR opaque token too long");
     }
     Ok(flags)
@@ -89,7 +172,13 @@ pub(crate) fn parse<'a>(
     match name {
         b"mn" => cmd(MetaCmd::Noop, line_len),
         b"me" => match tokens.get(1) {
-            Some(key) if key.len() <= crate::MAX_KEY_LEN => cmd(MetaCmd::Debug { key }, line_len),
+            Some(key) if key.len() <= crate::MAX_KEY_LEN => cmd(
+                MetaCmd::Debug {
+                    key,
+                    base64: tokens.get(2).is_some_and(|t| t.first() == Some(&b'b')),
+                },
+                line_len,
+            ),
             _ => bad_format(line_len),
         },
         b"mg" | b"md" | b"ma" => {

@@ -5,6 +5,6 @@ mod meta;
 mod parse;
 mod tokens;
 
-pub use command::{ArithOp, Command, MetaArith, MetaCmd, MetaFlag, StoreOp};
-pub use meta::META_FLAG_LETTERS;
+pub use command::{ArithOp, Command, MetaArith, MetaCmd, StoreOp};
+pub use meta::{decode_key, MetaFlags, META_FLAG_LETTERS};
 pub use parse::{parse, parse_after, Limits, Parsed};

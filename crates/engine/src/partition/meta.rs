@@ -1,0 +1,158 @@
+//! KC + RD of a hit, and what the meta protocol adds to reads and deletes: access state
+//! (`h`, `l`, `u`), recache tokens (`N`, `R`, `W`, `Z`) and stale items (`I`, `X`, `x`).
+//! memcached keeps the same state in each item's flags (ITEM_FETCHED, ITEM_STALE,
+//! ITEM_TOKEN_SENT) and its access time.
+
+use hkv_index::{KeyHash, Location};
+use hkv_store::{expiry_from_exptime, BINARY_KEY, FETCHED, STALE, WIN_SENT};
+
+use super::{Partition, Parts};
+use crate::request::{hit, Request, Response};
+
+impl Partition {
+    /// RD of a live item at `loc`: copies its value out and reports its meta state as this
+    /// request found it, then bumps it (unless `u`) and hands out the recache token if the
+    /// item is stale or near expiry (`R`) and nobody holds it yet.
+    pub(super) fn answer_hit(
+        &mut self,
+        req: &Request<'_>,
+        loc: Location,
+        now: u32,
+        data: &mut Vec<u8>,
+    ) -> Response {
+        let Some(item) = self.store.get(loc) else {
+            return Response::Miss;
+        };
+        let state = item.bits();
+        let expiry = item.expiry();
+        let atime = item.atime();
+        let mut bits = 0;
+        if state & FETCHED != 0 {
+            bits |= hit::FETCHED;
+        }
+        if state & STALE != 0 {
+            bits |= hit::STALE;
+        }
+        if state & BINARY_KEY != 0 {
+            bits |= hit::BINARY_KEY;
+        }
+        let near_expiry = req
+            .meta
+            .recache
+            .is_some_and(|r| expiry != 0 && i64::from(expiry.saturating_sub(now)) < r);
+        if state & WIN_SENT != 0 {
+            bits |= hit::WON_ELSEWHERE;
+        } else if state & STALE != 0 || near_expiry {
+            bits |= hit::WIN;
+        }
+        let offset = data.len();
+        data.extend_from_slice(item.value());
+        let r = Response::Value {
+            flags: item.flags(),
+            cas: item.cas(),
+            offset,
+            len: item.value_len() as u32,
+            expiry,
+            atime,
+            bits,
+        };
+        if bits & hit::WIN != 0 {
+            self.store.update_bits(loc, WIN_SENT, 0);
+        }
+        if !req.meta.no_bump {
+            self.store.touch_ref(loc);
+            // Only dirty the header when something changes: most hits repeat both.
+            if state & FETCHED == 0 || atime != now {
+                self.store.mark_fetched(loc, now);
+            }
+        }
+        r
+    }
+
+    /// A meta get that may create its item (`N`): a miss stores an empty item with the
+    /// given TTL, and this request wins its recache.
+    pub(super) fn meta_get(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        now: u32,
+        cur: Option<Location>,
+        data: &mut Vec<u8>,
+    ) -> Response {
+        if let Some(loc) = cur {
+            self.stats.get_hits += 1;
+            return self.answer_hit(req, loc, now, data);
+        }
+        self.stats.get_misses += 1;
+        match self.vivify(req, h, now) {
+            Some(loc) => self.answer_created(req, loc, now, data),
+            None => Response::Miss,
+        }
+    }
+
+    /// The reply to the request that created an item by `N`: it holds the recache token.
+    pub(super) fn answer_created(
+        &mut self,
+        req: &Request<'_>,
+        loc: Location,
+        now: u32,
+        data: &mut Vec<u8>,
+    ) -> Response {
+        let mut r = self.answer_hit(req, loc, now, data);
+        if let Response::Value { ref mut bits, .. } = r {
+            *bits |= hit::WIN;
+        }
+        self.store.update_bits(loc, WIN_SENT, 0);
+        r
+    }
+
+    /// `N<ttl>` on a miss: stores an empty item, returns where it lives.
+    pub(super) fn vivify(&mut self, req: &Request<'_>, h: &KeyHash, now: u32) -> Option<Location> {
+        let ttl = req.meta.vivify?;
+        match self.store_new(req.key, h, Parts::One(&[]), 0, ttl, now, None) {
+            Response::Stored => self.find_live(req.key, h, now),
+            _ => None,
+        }
+    }
+
+    /// `ms I` stored an item with an older CAS: it is stale from the start.
+    pub(super) fn mark_stale_new(&mut self, r: &Response) {
+        if *r == Response::Stored {
+            self.store.update_bits(self.last_loc, STALE, 0);
+        }
+    }
+
+    /// `md I` (mark stale, new CAS, optional new TTL) and `md x` (empty the value), instead
+    /// of removing the item.
+    pub(super) fn delete_in_place(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        now: u32,
+        mut loc: Location,
+    ) -> Response {
+        if req.meta.strip_value {
+            let Some(item) = self.store.get(loc) else {
+                return Response::NotFound;
+            };
+            let (flags, expiry) = (item.flags(), item.expiry());
+            let r = self.store_raw(req.key, h, Parts::One(&[]), flags, expiry, now, Some(loc));
+            if r != Response::Stored {
+                return r;
+            }
+            loc = self.last_loc;
+        }
+        if req.meta.invalidate {
+            self.store.update_bits(loc, STALE, WIN_SENT);
+            if !req.meta.strip_value || self.cas_override.is_some() {
+                self.store.set_cas(loc, self.cas_override);
+            }
+            if let Some(t) = req.meta.ttl {
+                self.store
+                    .set_expiry(loc, expiry_from_exptime(t, now).to_raw());
+            }
+        }
+        self.stats.delete_hits += 1;
+        Response::Deleted
+    }
+}

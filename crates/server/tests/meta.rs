@@ -1,0 +1,117 @@
+//! Meta flags newer than Debian's memcached 1.6.18 (`E`, mg `C`, ms `N`, md `x`), checked
+//! against the protocol spec; tests/clients/test_differential.py compares the rest with a
+//! running memcached byte for byte. Each runs on every engine.
+
+mod common;
+
+use common::{engines, Client, Hkv};
+
+fn each_engine(test: impl Fn(&Hkv)) {
+    for engine in engines() {
+        let h = Hkv::start(&["--engine", engine]);
+        test(&h);
+    }
+}
+
+#[test]
+fn e_sets_the_cas_of_what_a_command_writes() {
+    each_engine(|h| {
+        let mut c = h.connect();
+        c.expect("ms ce 1 E500\r\na\r\n", "HD\r\n");
+        c.expect("mg ce c v\r\n", "VA 1 c500\r\na\r\n");
+        c.expect("ms ce 1 C500 E600 c\r\nb\r\n", "HD c600\r\n");
+        c.expect("ms ce 1 C500\r\nc\r\n", "EX\r\n");
+        c.expect("md ce I E900\r\n", "HD\r\n");
+        c.expect("mg ce c v\r\n", "VA 1 c900 X W\r\nb\r\n");
+        c.expect("ma n N0 J1 E42 c v\r\n", "VA 1 c42\r\n1\r\n");
+        c.expect("ma n E43 c v\r\n", "VA 1 c43\r\n2\r\n");
+        c.expect("mg viv N30 E77 c\r\n", "HD c77 W\r\n");
+    });
+}
+
+#[test]
+fn mg_c_drops_the_value_when_the_cas_matches() {
+    each_engine(|h| {
+        let mut c = h.connect();
+        c.expect("ms cc 1 E77\r\nv\r\n", "HD\r\n");
+        c.expect("mg cc C77 v c\r\n", "HD c77\r\n");
+        c.expect("mg cc C78 v c\r\n", "VA 1 c77\r\nv\r\n");
+        // Other flags act whatever the comparison says.
+        c.expect("mg cc C77 v T30 t\r\n", "HD t30\r\n");
+    });
+}
+
+#[test]
+fn ms_n_autovivifies_an_append_on_a_miss() {
+    each_engine(|h| {
+        let mut c = h.connect();
+        c.expect("ms nn 1 MA N30\r\nq\r\n", "HD\r\n");
+        c.expect("mg nn v t\r\n", "VA 1 t30\r\nq\r\n");
+        c.expect("ms nn 1 MA N30\r\nr\r\n", "HD\r\n");
+        c.expect("mg nn v\r\n", "VA 2\r\nqr\r\n");
+        // Without N a miss is still not stored.
+        c.expect("ms np 1 MP\r\nq\r\n", "NS\r\n");
+        // Append and prepend respect a CAS.
+        c.expect("ms nn 1 MA C1\r\ns\r\n", "EX\r\n");
+    });
+}
+
+#[test]
+fn md_x_empties_the_value_and_keeps_the_item() {
+    each_engine(|h| {
+        let mut c = h.connect();
+        c.expect("ms xx 3 F7 T0\r\nabc\r\n", "HD\r\n");
+        c.expect("md xx x\r\n", "HD\r\n");
+        c.expect("mg xx v f t\r\n", "VA 0 f7 t-1\r\n\r\n");
+        c.expect("ms xx 3\r\nabc\r\n", "HD\r\n");
+        c.expect("md xx x I T30\r\n", "HD\r\n");
+        c.expect("mg xx v t\r\n", "VA 0 t30 X W\r\n\r\n");
+        c.expect("md nope x\r\n", "NF\r\n");
+    });
+}
+
+#[test]
+fn a_base64_key_may_hold_any_bytes() {
+    each_engine(|h| {
+        let mut c = h.connect();
+        // "a b\r\n\0" is no valid text key; in base64 it is.
+        c.expect("ms YSBiDQoA 2 b\r\nhi\r\n", "HD\r\n");
+        c.expect("mg YSBiDQoA b v k\r\n", "VA 2 kYSBiDQoA b\r\nhi\r\n");
+        c.expect("mg YSBi b v\r\n", "EN\r\n");
+        let me = c.call("me YSBiDQoA b\r\n", "\r\n");
+        assert!(me.starts_with("ME YSBiDQoA exp=-1 la="), "{me:?}");
+        c.expect("md YSBiDQoA b\r\n", "HD\r\n");
+        c.expect("mg YSBiDQoA b v\r\n", "EN\r\n");
+        c.expect("mg !!!! b v\r\n", "CLIENT_ERROR error decoding key\r\n");
+    });
+}
+
+/// N hands the recache token to exactly one of many clients racing on a miss, and R to one
+/// of many racing on an item near expiry.
+#[test]
+fn the_recache_token_is_won_exactly_once() {
+    each_engine(|h| {
+        for (setup, ask) in [
+            ("", "mg race N30 t\r\n"),
+            ("ms race 1 T5\r\nx\r\n", "mg race R30 t\r\n"),
+        ] {
+            let mut c = h.connect();
+            c.send(b"md race\r\n");
+            c.read_until(b"\r\n");
+            if !setup.is_empty() {
+                c.expect(setup, "HD\r\n");
+            }
+            let clients: Vec<Client> = (0..8).map(|_| h.connect()).collect();
+            let replies: Vec<String> = std::thread::scope(|s| {
+                let hs: Vec<_> = clients
+                    .into_iter()
+                    .map(|mut c| s.spawn(move || c.call(ask, "\r\n")))
+                    .collect();
+                hs.into_iter().map(|t| t.join().expect("client")).collect()
+            });
+            let wins = replies.iter().filter(|r| r.ends_with(" W\r\n")).count();
+            let others = replies.iter().filter(|r| r.ends_with(" Z\r\n")).count();
+            assert_eq!((wins, others), (1, 7), "{ask:?}: {replies:?}");
+        }
+    });
+}
