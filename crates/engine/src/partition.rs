@@ -2,7 +2,9 @@
 
 use hkv_index::opencl::OclIndex;
 use hkv_index::{hash_key, CpuIndex, InsertOutcome, KeyHash, Location, NO_LOCATION};
-use hkv_store::{expiry_from_exptime, Expiry, Reclaim, SlabStore, StoreError, StoreStats};
+use hkv_store::{
+    expiry_from_exptime, ClassOp, Expiry, ReassignError, Reclaim, SlabStore, StoreError, StoreStats,
+};
 
 use crate::index::Index;
 use crate::pending::{SameKeyTable, Waiting};
@@ -699,6 +701,13 @@ impl Partition {
 
     fn write(&mut self, req: &Request<'_>, h: &KeyHash, now: u32, data: &mut Vec<u8>) -> Response {
         let cur = self.find_live(req.key, h, now);
+        if matches!(
+            req.op,
+            Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas
+        ) {
+            // memcached counts every storage command, stored or not.
+            self.stats.cmd_set += 1;
+        }
         match req.op {
             // A meta get that may create or change its item (`N`, `E`).
             Op::Get | Op::Gets => self.meta_get(req, h, now, cur, data),
@@ -716,6 +725,7 @@ impl Partition {
                 self.store.set_expiry(loc, raw);
                 self.stats.get_hits += 1;
                 self.stats.touch_hits += 1;
+                self.store.note(loc, ClassOp::Touch);
                 self.answer_hit(req, loc, now, data)
             }
             Op::Set => self.store_request(req, h, now, cur),
@@ -771,14 +781,17 @@ impl Partition {
                     // meta `ms I`: an older CAS still stores, as a stale item.
                     if req.meta.invalidate && req.cas < item.cas() {
                         self.stats.cas_hits += 1;
+                        self.store.note(loc, ClassOp::CasHit);
                         let r = self.store_request(req, h, now, cur);
                         self.mark_stale_new(&r);
                         return r;
                     }
                     self.stats.cas_badval += 1;
+                    self.store.note(loc, ClassOp::CasBadval);
                     return Response::Exists;
                 }
                 self.stats.cas_hits += 1;
+                self.store.note(loc, ClassOp::CasHit);
                 self.store_request(req, h, now, cur)
             }
             Op::Delete => match cur {
@@ -792,6 +805,7 @@ impl Partition {
                     self.delete_in_place(req, h, now, loc)
                 }
                 Some(loc) => {
+                    self.store.note(loc, ClassOp::Delete);
                     self.unlink(req.key, h, loc);
                     self.stats.delete_hits += 1;
                     Response::Deleted
@@ -810,6 +824,7 @@ impl Partition {
                         self.store.set_expiry(loc, raw);
                         self.store.touch_ref(loc);
                         self.stats.touch_hits += 1;
+                        self.store.note(loc, ClassOp::Touch);
                         Response::Touched
                     }
                     None => {
@@ -869,11 +884,6 @@ impl Partition {
         } else {
             old.saturating_sub(req.delta)
         };
-        if incr {
-            self.stats.incr_hits += 1;
-        } else {
-            self.stats.decr_hits += 1;
-        }
         let text = new.to_string();
         let (flags, old_len) = (item.flags(), item.value_len());
         let expiry = match req.meta.ttl {
@@ -881,6 +891,13 @@ impl Partition {
             Some(t) => expiry_from_exptime(t, now).to_raw(),
             None => item.expiry(),
         };
+        if incr {
+            self.stats.incr_hits += 1;
+            self.store.note(loc, ClassOp::Incr);
+        } else {
+            self.stats.decr_hits += 1;
+            self.store.note(loc, ClassOp::Decr);
+        }
         if text.len() == old_len {
             self.store.overwrite_value(loc, text.as_bytes());
             self.store.set_expiry(loc, expiry);
@@ -932,7 +949,6 @@ impl Partition {
         now: u32,
         cur: Option<Location>,
     ) -> Response {
-        self.stats.cmd_set += 1;
         match expiry_from_exptime(exptime, now) {
             Expiry::AlreadyExpired => {
                 // memcached stores it and it is never seen again: the old value is gone too.
@@ -993,7 +1009,10 @@ impl Partition {
                     self.unlink_retired(key, h, o);
                 }
                 return match e {
-                    StoreError::TooLarge => Response::TooLarge,
+                    StoreError::TooLarge => {
+                        self.stats.too_large += 1;
+                        Response::TooLarge
+                    }
                     StoreError::OutOfMemory => Response::OutOfMemory,
                     StoreError::KeyTooLong => Response::KeyTooLong,
                 };
@@ -1054,6 +1073,34 @@ impl Partition {
         self.dropped.extend(settled);
         self.free_dropped();
         stored
+    }
+
+    /// `slabs reassign`: moves one page of this partition's store from class `from` to `to`
+    /// (0-based), dropping the index entries of the items it evicts.
+    pub fn reassign(&mut self, from: usize, to: usize, now: u32) -> Result<(), ReassignError> {
+        // Retired versions pin their pages until the index lets go of them.
+        self.apply_pending();
+        let Partition {
+            index,
+            store,
+            pending,
+            evicted,
+            ..
+        } = self;
+        let r = store.reassign(from, to, now, |k, l, why| {
+            if let (Some(log), Reclaim::Evicted) = (evicted.as_mut(), why) {
+                log.push(k.to_vec());
+            }
+            forget_reclaimed(index, pending, k, l);
+        });
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
+        r
+    }
+
+    pub fn set_automove(&mut self, on: bool) {
+        self.store.set_automove(on);
     }
 
     /// Background expiry, bounded per call; runs when the clock has moved on.

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hkv_index::{hash_key, KeyHash};
 use hkv_mem::Arena;
-use hkv_store::{expiry_from_exptime, ClassInfo, Expiry, StoreStats};
+use hkv_store::{expiry_from_exptime, ClassInfo, ClassReport, Expiry, ReassignError, StoreStats};
 
 use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::partition::{BatchTiming, Partition, ValueBudget};
@@ -48,6 +48,20 @@ pub struct ClassStats {
     pub info: ClassInfo,
     pub pages: usize,
     pub items: u64,
+}
+
+/// One item as the dump commands list it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ItemSummary {
+    pub key: Vec<u8>,
+    pub len: u32,
+    /// Raw expiry: 0 never, else a Unix time.
+    pub expiry: u32,
+    pub atime: u32,
+    pub cas: u64,
+    pub fetched: bool,
+    /// Slab class, 0-based.
+    pub class: usize,
 }
 
 impl SharedEngine {
@@ -267,6 +281,10 @@ impl SharedEngine {
             s.pages += o.pages;
             s.bytes += o.bytes;
             s.out_of_memory += o.out_of_memory;
+            s.evicted_unfetched += o.evicted_unfetched;
+            s.pages_moved += o.pages_moved;
+            s.page_move_evictions += o.page_move_evictions;
+            s.expired_unfetched += o.expired_unfetched;
             s.largest_chunk = s.largest_chunk.max(o.largest_chunk);
         }
         s
@@ -314,6 +332,99 @@ impl SharedEngine {
         (0..self.partitions.len())
             .map(|p| self.lock(p).fallbacks())
             .sum()
+    }
+
+    /// Up to `limit` live items (of slab class `class` when given, 0-based), for
+    /// `stats cachedump` and `lru_crawler metadump`. Holds one partition at a time.
+    pub fn items(&self, class: Option<usize>, limit: usize, now: u32) -> Vec<ItemSummary> {
+        let mut out = Vec::new();
+        for p in 0..self.partitions.len() {
+            let part = self.lock(p);
+            part.store().for_each_item(now, |c, item| {
+                if class.is_none_or(|want| want == c) {
+                    out.push(ItemSummary {
+                        key: item.key().to_vec(),
+                        len: item.value_len() as u32,
+                        expiry: item.expiry(),
+                        atime: item.atime(),
+                        cas: item.cas(),
+                        fetched: item.bits() & hkv_store::FETCHED != 0,
+                        class: c,
+                    });
+                }
+                out.len() < limit
+            });
+            if out.len() >= limit {
+                break;
+            }
+        }
+        out
+    }
+
+    /// `slabs reassign <from> <to>` (0-based classes): one page moves in every partition
+    /// that has one to spare; the first partition's refusal otherwise.
+    pub fn reassign(&self, from: usize, to: usize, now: u32) -> Result<(), ReassignError> {
+        let mut first_err = None;
+        let mut moved = false;
+        for p in 0..self.partitions.len() {
+            match self.lock(p).reassign(from, to, now) {
+                Ok(()) => moved = true,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        match (moved, first_err) {
+            (true, _) | (false, None) => Ok(()),
+            (false, Some(e)) => Err(e),
+        }
+    }
+
+    /// `slabs automove 0|1|2`: whether a class without a page takes one from another.
+    pub fn set_automove(&self, on: bool) {
+        for p in 0..self.partitions.len() {
+            self.lock(p).set_automove(on);
+        }
+    }
+
+    pub fn automove(&self) -> bool {
+        self.lock(0).store().automove()
+    }
+
+    /// Every slab class with its counters, summed over the partitions.
+    pub fn class_reports(&self) -> Vec<ClassReport> {
+        let mut out: Vec<ClassReport> = Vec::new();
+        for p in 0..self.partitions.len() {
+            let part = self.lock(p);
+            for (i, r) in part.store().class_reports().enumerate() {
+                match out.get_mut(i) {
+                    Some(c) => {
+                        c.pages += r.pages;
+                        c.items += r.items;
+                        c.untouched += r.untouched;
+                        let (a, b) = (&mut c.counts, r.counts);
+                        a.sets += b.sets;
+                        a.hits += b.hits;
+                        a.delete_hits += b.delete_hits;
+                        a.incr_hits += b.incr_hits;
+                        a.decr_hits += b.decr_hits;
+                        a.cas_hits += b.cas_hits;
+                        a.cas_badval += b.cas_badval;
+                        a.touch_hits += b.touch_hits;
+                        a.evicted_time = a.evicted_time.max(b.evicted_time);
+                        a.evicted += b.evicted;
+                        a.evicted_nonzero += b.evicted_nonzero;
+                        a.evicted_unfetched += b.evicted_unfetched;
+                        a.expired_unfetched += b.expired_unfetched;
+                        a.reclaimed += b.reclaimed;
+                        a.out_of_memory += b.out_of_memory;
+                        a.bytes += b.bytes;
+                    }
+                    None => out.push(r),
+                }
+            }
+        }
+        out
     }
 
     pub fn class_stats(&self) -> Vec<ClassStats> {

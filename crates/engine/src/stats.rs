@@ -37,6 +37,8 @@ pub struct EngineStats {
     pub write_applies: u64,
     /// Reads answered `Deferred` because the batch's value budget was spent.
     pub deferred_reads: u64,
+    /// Writes refused as larger than the largest slab chunk (memcached's `store_too_large`).
+    pub too_large: u64,
 }
 
 impl EngineStats {
@@ -71,7 +73,8 @@ impl EngineStats {
             merged_writes,
             applied_writes,
             write_applies,
-            deferred_reads
+            deferred_reads,
+            too_large
         );
     }
 }

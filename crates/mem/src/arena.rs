@@ -24,14 +24,16 @@ pub enum ArenaError {
 /// never returned: like memcached's slab pages, memory once assigned stays assigned.
 pub struct Arena {
     region: Arc<Region>,
-    limit: usize,
+    /// The budget; never above `mapped`, the region's length (`cache_memlimit` moves it).
+    limit: AtomicUsize,
+    mapped: usize,
     next: AtomicUsize,
 }
 
 impl std::fmt::Debug for Arena {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Arena")
-            .field("limit", &self.limit)
+            .field("limit", &self.limit())
             .field("used", &self.used())
             .finish()
     }
@@ -42,22 +44,32 @@ impl Arena {
         let region = Region::new(limit).map_err(|e| ArenaError::Map(limit, e))?;
         Ok(Arena {
             region: Arc::new(region),
-            limit,
+            limit: AtomicUsize::new(limit),
+            mapped: limit,
             next: AtomicUsize::new(0),
         })
     }
 
     pub fn limit(&self) -> usize {
-        self.limit
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Moves the budget (memcached's `cache_memlimit`), up to the size reserved at start.
+    /// Memory already handed out stays; a lower limit only stops new pages. Returns the
+    /// limit now in force.
+    pub fn set_limit(&self, limit: usize) -> usize {
+        let l = limit.min(self.mapped);
+        self.limit.store(l, Ordering::Relaxed);
+        l
     }
 
     /// Bytes handed out so far, alignment padding included.
     pub fn used(&self) -> usize {
-        self.next.load(Ordering::Relaxed).min(self.limit)
+        self.next.load(Ordering::Relaxed).min(self.limit())
     }
 
     pub fn available(&self) -> usize {
-        self.limit - self.used()
+        self.limit().saturating_sub(self.used())
     }
 
     /// Takes `len` zeroed bytes aligned to `align` (a power of two).
@@ -68,12 +80,12 @@ impl Arena {
             let start = cur.checked_add(align - 1).map(|v| v & !(align - 1));
             let end = start.and_then(|s| s.checked_add(len));
             let (start, end) = match (start, end) {
-                (Some(s), Some(e)) if e <= self.limit => (s, e),
+                (Some(s), Some(e)) if e <= self.limit() => (s, e),
                 _ => {
                     return Err(ArenaError::Exhausted {
                         requested: len,
-                        available: self.limit.saturating_sub(cur),
-                        limit: self.limit,
+                        available: self.limit().saturating_sub(cur),
+                        limit: self.limit(),
                     })
                 }
             };
@@ -82,8 +94,8 @@ impl Arena {
                 .compare_exchange_weak(cur, end, Ordering::Relaxed, Ordering::Relaxed)
             {
                 Ok(_) => {
-                    // SAFETY: `start + len <= limit`, the region's length, so the pointer stays
-                    // inside the mapping.
+                    // SAFETY: `start + len <= limit <= mapped`, the region's length
+                    // (`set_limit` clamps), so the pointer stays inside the mapping.
                     let ptr = unsafe { self.region.base().add(start) };
                     return Ok(Carved {
                         ptr,
@@ -150,6 +162,22 @@ mod tests {
         assert!(b.iter().all(|&x| x == 0x55));
         let (pa, pb) = (a.as_ptr() as usize, b.as_ptr() as usize);
         assert!(pa + a.len() <= pb || pb + b.len() <= pa);
+    }
+
+    #[test]
+    fn a_lowered_limit_stops_new_pages_and_cannot_pass_the_mapping() {
+        let arena = Arena::new(64 << 10).unwrap();
+        let _a = arena.carve(16 << 10, 4096).unwrap();
+        assert_eq!(arena.set_limit(24 << 10), 24 << 10);
+        assert!(arena.carve(16 << 10, 4096).is_err());
+        assert_eq!(
+            arena.set_limit(1 << 30),
+            64 << 10,
+            "clamped to what was reserved"
+        );
+        let b = arena.carve(16 << 10, 4096).unwrap();
+        assert_eq!(b.len(), 16 << 10);
+        assert!(arena.used() <= arena.limit());
     }
 
     #[test]

@@ -256,24 +256,22 @@ pub(crate) fn write(
             }
         }
         BinStep::Stat { opaque, ref group } => {
-            let mut text = Vec::new();
-            let args: Vec<Vec<u8>> = if group.is_empty() {
-                Vec::new()
-            } else {
-                vec![group.clone()]
+            let args: Vec<Vec<u8>> = group
+                .split(|&b| b == b' ')
+                .filter(|a| !a.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect();
+            let pairs = match crate::stats::stats_reply(&args, shared, now) {
+                Ok(crate::stats::StatsReply::Pairs(p)) => p,
+                // memcached answers a binary reset with the terminating packet alone.
+                Ok(crate::stats::StatsReply::Reset) => Vec::new(),
+                Ok(crate::stats::StatsReply::Raw(_)) | Err(_) => {
+                    write_simple(out, op::STAT, status::KEY_ENOENT, opaque, 0, b"");
+                    return;
+                }
             };
-            crate::stats::write_stats(&args, shared, now, &mut text);
-            if text.starts_with(b"ERROR") {
-                write_simple(out, op::STAT, status::KEY_ENOENT, opaque, 0, b"");
-                return;
-            }
-            for line in text.split(|&b| b == b'\n') {
-                let line = line.strip_suffix(b"\r").unwrap_or(line);
-                let Some(rest) = line.strip_prefix(b"STAT ") else {
-                    continue;
-                };
-                let sp = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
-                let (k, v) = (&rest[..sp], rest.get(sp + 1..).unwrap_or(b""));
+            for (k, v) in &pairs {
+                let (k, v) = (k.as_bytes(), v.as_bytes());
                 write_header(
                     out,
                     op::STAT,

@@ -93,6 +93,8 @@ pub(crate) struct Shared {
     pub engine: SharedEngine,
     pub config: NetConfig,
     pub stats: ServerStats,
+    /// Counter values at the last `stats reset`.
+    pub stats_base: std::sync::Mutex<stats::Baseline>,
     pub stop: AtomicBool,
     /// Every thread's waker, so any thread can stop the server.
     pub wakers: std::sync::OnceLock<Vec<Arc<Waker>>>,
@@ -106,10 +108,6 @@ impl Shared {
         for w in self.wakers.get().into_iter().flatten() {
             let _ = w.wake();
         }
-    }
-
-    pub(crate) fn engine_page_size(&self) -> usize {
-        self.config.page_size
     }
 }
 
@@ -139,6 +137,7 @@ impl Server {
             engine,
             config,
             stats: ServerStats::default(),
+            stats_base: Default::default(),
             stop: AtomicBool::new(false),
             wakers: std::sync::OnceLock::new(),
             started: std::time::Instant::now(),
@@ -360,6 +359,10 @@ fn accept_loop(
                 Err(e) => {
                     // EMFILE and friends: try again shortly, when descriptors may be free.
                     tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
+                    shared
+                        .stats
+                        .listen_disabled_num
+                        .fetch_add(1, Ordering::Relaxed);
                     backoff = Some(std::time::Duration::from_millis(10));
                     break;
                 }

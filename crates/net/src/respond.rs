@@ -31,6 +31,16 @@ pub(crate) enum Step {
     Version,
     Shutdown,
     Stats(Vec<Vec<u8>>),
+    MemLimit {
+        megabytes: u64,
+        noreply: bool,
+    },
+    MetaDump(Option<Vec<u32>>),
+    Reassign {
+        from: i64,
+        to: i64,
+    },
+    Automove(u8),
     Meta(crate::meta::MetaStep),
     Bin(crate::binary::BinStep),
 }
@@ -94,6 +104,33 @@ pub(crate) fn write(
             line(out, "ERROR: shutdown not enabled");
         }
         Step::Stats(ref args) => crate::stats::write_stats(args, shared, now, out),
+        Step::MemLimit { megabytes, noreply } => {
+            if megabytes < 8 {
+                line(
+                    out,
+                    "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m",
+                );
+            } else {
+                let bytes =
+                    usize::try_from(megabytes.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+                shared.engine.arena().set_limit(bytes);
+                if !noreply {
+                    line(out, "OK");
+                }
+            }
+        }
+        Step::Reassign { from, to } => {
+            let class = |c: i64| usize::try_from(c - 1).unwrap_or(usize::MAX);
+            match shared.engine.reassign(class(from), class(to), now) {
+                Ok(()) => line(out, "OK"),
+                Err(e) => line(out, &e.to_string()),
+            }
+        }
+        Step::Automove(mode) => {
+            shared.engine.set_automove(mode != 0);
+            line(out, "OK");
+        }
+        Step::MetaDump(ref classes) => crate::stats::metadump(classes.as_deref(), shared, now, out),
         Step::Meta(ref m) => {
             let class_of = |size: usize| {
                 let classes = shared.engine.class_stats();
@@ -102,6 +139,7 @@ pub(crate) fn write(
                     .position(|c| c.info.chunk >= size)
                     .map_or(0, |i| i + 1)
             };
+            shared.stats.cmd_meta.fetch_add(1, Ordering::Relaxed);
             crate::meta::write(m, rbuf, res, class_of, out)
         }
         Step::Bin(ref b) => crate::binary::write(b, rbuf, res, shared, now, out),

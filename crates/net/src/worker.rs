@@ -371,14 +371,11 @@ impl Worker {
                     let d = &buf[..n];
                     match crate::udp::frame(d) {
                         crate::udp::Frame::Request { id, payload_at } => {
-                            // Text protocol only over UDP; binary datagrams are dropped.
-                            if d.get(payload_at) != Some(&hkv_proto::binary::REQUEST_MAGIC) {
-                                self.udp_reqs.push(crate::udp::UdpRequest {
-                                    peer,
-                                    id,
-                                    payload: d[payload_at..].to_vec(),
-                                });
-                            }
+                            self.udp_reqs.push(crate::udp::UdpRequest {
+                                peer,
+                                id,
+                                payload: d[payload_at..].to_vec(),
+                            });
                         }
                         crate::udp::Frame::MultiPacket { id } => {
                             for dg in crate::udp::datagrams(
@@ -483,7 +480,8 @@ impl Worker {
                 keys,
                 0,
                 0,
-                Some(false),
+                // Each datagram says for itself whether it is text or binary, as in memcached.
+                None,
                 None,
                 0,
                 &limits,

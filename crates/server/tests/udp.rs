@@ -116,3 +116,41 @@ fn udp_and_tcp_requests_share_the_store() {
         assert_eq!(reply(&s, i).1, want.as_bytes());
     }
 }
+
+fn bin_req(opcode: u8, key: &[u8], extras: &[u8], value: &[u8], opaque: u32) -> Vec<u8> {
+    let body = [extras, key, value].concat();
+    let mut p = vec![0x80, opcode];
+    p.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    p.extend_from_slice(&[extras.len() as u8, 0, 0, 0]);
+    p.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    p.extend_from_slice(&opaque.to_be_bytes());
+    p.extend_from_slice(&[0; 8]);
+    p.extend_from_slice(&body);
+    p
+}
+
+/// Binary requests over UDP are answered, framed like text ones, as memcached does (they
+/// used to be dropped).
+#[test]
+fn binary_requests_over_udp_are_answered() {
+    let h = Hkv::start(&["--udp-listen", "127.0.0.1:0"]);
+    let s = udp_client(&h);
+    let set = bin_req(0x01, b"ub", &[0, 0, 0, 5, 0, 0, 0, 0], b"hello", 3);
+    s.send(&request(1, 0, 1, &set)).unwrap();
+    let (_, r) = reply(&s, 1);
+    assert_eq!(
+        (r[0], r[1], &r[6..8], &r[12..16]),
+        (0x81, 0x01, &[0u8, 0][..], &3u32.to_be_bytes()[..])
+    );
+    s.send(&request(2, 0, 1, &bin_req(0x00, b"ub", &[], &[], 4)))
+        .unwrap();
+    let (_, r) = reply(&s, 2);
+    assert_eq!((r[0], r[1], &r[6..8]), (0x81, 0x00, &[0u8, 0][..]));
+    assert_eq!(&r[24..], &[0, 0, 0, 5, b'h', b'e', b'l', b'l', b'o'][..]);
+    s.send(&request(3, 0, 1, &bin_req(0x00, b"nope", &[], &[], 5)))
+        .unwrap();
+    let (_, r) = reply(&s, 3);
+    assert_eq!(&r[6..8], &[0u8, 1][..], "Not found");
+    assert_eq!(&r[24..], b"Not found");
+    assert_healthy(&h);
+}

@@ -60,6 +60,12 @@ pub struct StoreStats {
     /// Key and value bytes of live items (memcached's `bytes`).
     pub bytes: u64,
     pub out_of_memory: u64,
+    /// Pages moved from one slab class to another, and the items evicted to free them.
+    pub pages_moved: u64,
+    pub page_move_evictions: u64,
+    /// Evicted or expired before anyone read them (memcached's names).
+    pub evicted_unfetched: u64,
+    pub expired_unfetched: u64,
     /// Chunk size of the largest class that has ever had a page: no value stored, now or
     /// before, is longer (pages never leave a class), so it bounds what a read can return.
     pub largest_chunk: u64,
@@ -75,6 +81,57 @@ struct Class {
     /// CLOCK hand.
     hand: u32,
     items: u64,
+    counts: ClassCounts,
+}
+
+/// Per-class counters, for memcached's `stats slabs` and `stats items`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCounts {
+    /// Items stored into this class.
+    pub sets: u64,
+    /// Reads that found an item of this class.
+    pub hits: u64,
+    pub delete_hits: u64,
+    pub incr_hits: u64,
+    pub decr_hits: u64,
+    pub cas_hits: u64,
+    pub cas_badval: u64,
+    pub touch_hits: u64,
+    /// Seconds since the last access of the item evicted last (memcached's `evicted_time`).
+    pub evicted_time: u64,
+    pub evicted: u64,
+    /// Evicted items that had an expiry time.
+    pub evicted_nonzero: u64,
+    pub evicted_unfetched: u64,
+    pub expired_unfetched: u64,
+    /// Expired items taken back for reuse.
+    pub reclaimed: u64,
+    pub out_of_memory: u64,
+    /// Key and value bytes of the live items.
+    pub bytes: u64,
+}
+
+/// A command that found an item, counted per class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassOp {
+    Hit,
+    Delete,
+    Incr,
+    Decr,
+    CasHit,
+    CasBadval,
+    Touch,
+}
+
+/// One class as `stats slabs`/`stats items` report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassReport {
+    pub info: ClassInfo,
+    pub pages: usize,
+    pub items: u64,
+    /// Chunks never handed out yet (memcached's `free_chunks_end`).
+    pub untouched: u64,
+    pub counts: ClassCounts,
 }
 
 impl Class {
@@ -140,6 +197,21 @@ pub struct SlabStore {
     cas_step: u64,
     /// Background sweep position: (class, slot).
     sweep_at: (usize, u32),
+    /// Move pages between classes when one has none (`slabs automove`).
+    automove: bool,
+}
+
+/// Why `slabs reassign` moved nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReassignError {
+    #[error("BADCLASS invalid src or dst class id")]
+    BadClass,
+    #[error("SAME src and dst class are identical")]
+    Same,
+    #[error("NOSPARE source class has no spare pages")]
+    NoSpare,
+    #[error("BUSY try again later")]
+    Busy,
 }
 
 impl std::fmt::Debug for SlabStore {
@@ -162,6 +234,7 @@ impl SlabStore {
                 bump: 0,
                 hand: 0,
                 items: 0,
+                counts: ClassCounts::default(),
             })
             .collect();
         SlabStore {
@@ -172,6 +245,7 @@ impl SlabStore {
             next_cas: config.cas_start.max(1),
             cas_step: config.cas_step.max(1),
             sweep_at: (0, 0),
+            automove: true,
         }
     }
 
@@ -183,6 +257,41 @@ impl SlabStore {
         self.classes
             .iter()
             .map(|c| (c.info, c.pages.len(), c.items))
+    }
+
+    /// Every class with its counters.
+    pub fn class_reports(&self) -> impl Iterator<Item = ClassReport> + '_ {
+        self.classes.iter().map(|c| ClassReport {
+            info: c.info,
+            pages: c.pages.len(),
+            items: c.items,
+            untouched: u64::from(c.slots() - c.bump),
+            counts: c.counts,
+        })
+    }
+
+    /// Counts a read of the item at `loc` for its class.
+    #[inline]
+    pub fn note_hit(&mut self, loc: Location) {
+        self.note(loc, ClassOp::Hit);
+    }
+
+    /// Counts a command that found the item at `loc`, for its class (`stats slabs`).
+    #[inline]
+    pub fn note(&mut self, loc: Location, op: ClassOp) {
+        let (c, _) = decode(loc);
+        if let Some(class) = self.classes.get_mut(c) {
+            let n = &mut class.counts;
+            *match op {
+                ClassOp::Hit => &mut n.hits,
+                ClassOp::Delete => &mut n.delete_hits,
+                ClassOp::Incr => &mut n.incr_hits,
+                ClassOp::Decr => &mut n.decr_hits,
+                ClassOp::CasHit => &mut n.cas_hits,
+                ClassOp::CasBadval => &mut n.cas_badval,
+                ClassOp::Touch => &mut n.touch_hits,
+            } += 1;
+        }
     }
 
     /// The largest key + value an item may have.
@@ -333,6 +442,7 @@ impl SlabStore {
             return false;
         }
         class.items -= 1;
+        class.counts.bytes -= payload;
         self.stats.curr_items -= 1;
         self.stats.bytes -= payload;
         true
@@ -367,6 +477,7 @@ impl SlabStore {
         chunk[OFF_STATUS] = RETIRED;
         class.set_referenced(slot, false);
         class.items -= 1;
+        class.counts.bytes -= payload;
         self.stats.curr_items -= 1;
         self.stats.bytes -= payload;
         true
@@ -399,6 +510,7 @@ impl SlabStore {
             Some(s) => s,
             None => {
                 self.stats.out_of_memory += 1;
+                self.classes[c].counts.out_of_memory += 1;
                 return Err(StoreError::OutOfMemory);
             }
         };
@@ -429,6 +541,8 @@ impl SlabStore {
         // crates/server/tests/probes.rs lost one in about six runs that way).
         class.set_referenced(slot, true);
         class.items += 1;
+        class.counts.sets += 1;
+        class.counts.bytes += (key.len() + value_len) as u64;
         self.stats.curr_items += 1;
         self.stats.total_items += 1;
         self.stats.bytes += (key.len() + value_len) as u64;
@@ -467,19 +581,162 @@ impl SlabStore {
         if class.pages.len() < class.info.max_pages() {
             match self.arena.carve(self.page_size, 4096) {
                 Ok(page) => {
-                    let class = &mut self.classes[c];
-                    class.pages.push(page);
                     self.stats.pages += 1;
-                    self.stats.largest_chunk =
-                        self.stats.largest_chunk.max(class.info.chunk as u64);
-                    class.bump += 1;
-                    return Some(class.bump - 1);
+                    return Some(self.give_page(c, page, false));
                 }
                 Err(ArenaError::Exhausted { .. }) => {}
                 Err(ArenaError::Map(..)) => return None,
             }
+            // memcached's slab automove, done inline: a class that has never had a page
+            // (or lost its last) takes one from the class holding the most, instead of
+            // answering out of memory while others hold memory.
+            if self.automove && self.classes[c].pages.is_empty() {
+                if let Some(from) = self.richest_class(c) {
+                    if let Some(page) = self.take_page(from, now, on_reclaim) {
+                        return Some(self.give_page(c, page, true));
+                    }
+                }
+            }
         }
         self.clock_evict(c, now, on_reclaim)
+    }
+
+    /// Adds a page to class `c` and hands out its first chunk.
+    fn give_page(&mut self, c: usize, mut page: Carved, moved: bool) -> u32 {
+        // A page moved from another class holds that class's bytes; chunks are told apart
+        // by their status byte and reference bits by the bitmap, so all of it starts zeroed
+        // (a page fresh from the arena already is).
+        if moved {
+            page.fill(0);
+        }
+        let class = &mut self.classes[c];
+        class.pages.push(page);
+        self.stats.largest_chunk = self.stats.largest_chunk.max(class.info.chunk as u64);
+        class.bump = class.slots() - class.info.per_page + 1;
+        class.bump - 1
+    }
+
+    /// The class other than `except` with the most pages (at least one), ties to the
+    /// larger chunk size (fewer items lost per page).
+    fn richest_class(&self, except: usize) -> Option<usize> {
+        (0..self.classes.len())
+            .filter(|&i| i != except && !self.classes[i].pages.is_empty())
+            .max_by_key(|&i| (self.classes[i].pages.len(), i))
+    }
+
+    /// Takes the last page of class `from`: evicts its live items (reported through
+    /// `on_reclaim`, counted as evictions), drops its free chunks from the free list, and
+    /// returns it. None if a chunk on it is retired: an index entry may still point there,
+    /// so the page cannot be reused until the engine has applied its index writes.
+    fn take_page(
+        &mut self,
+        from: usize,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&[u8], Location, Reclaim),
+    ) -> Option<Carved> {
+        let class = &self.classes[from];
+        let per = class.info.per_page;
+        let first = class.slots().checked_sub(per)?;
+        let end = class.bump.min(class.slots());
+        if (first..end).any(|s| class.chunk(s)[OFF_STATUS] == RETIRED) {
+            return None;
+        }
+        for slot in first..end {
+            let class = &self.classes[from];
+            let chunk = class.chunk(slot);
+            if chunk[OFF_STATUS] != IN_USE {
+                continue;
+            }
+            let item = Item::new(chunk);
+            let payload = (item.key_len() + item.value_len()) as u64;
+            let expired = item.is_expired(now);
+            let unfetched = u64::from(item.bits() & FETCHED == 0);
+            let why = if expired {
+                Reclaim::Expired
+            } else {
+                Reclaim::Evicted
+            };
+            on_reclaim(item.key(), encode(from, slot), why);
+            let class = &mut self.classes[from];
+            class.items -= 1;
+            class.counts.bytes -= payload;
+            self.stats.curr_items -= 1;
+            self.stats.bytes -= payload;
+            if expired {
+                self.stats.reclaimed += 1;
+                class.counts.reclaimed += 1;
+            } else {
+                self.stats.evictions += 1;
+                self.stats.page_move_evictions += 1;
+                self.stats.evicted_unfetched += unfetched;
+                class.counts.evicted += 1;
+                class.counts.evicted_unfetched += unfetched;
+            }
+        }
+        let class = &mut self.classes[from];
+        // Unlink the page's free chunks: rebuild the list from the chunks that stay.
+        let mut kept = Vec::new();
+        let mut at = class.free_head;
+        while at != NO_LOCATION {
+            if at < first {
+                kept.push(at);
+            }
+            at = rd32(class.chunk(at), OFF_NEXT_FREE);
+        }
+        class.free_head = NO_LOCATION;
+        for &s in kept.iter().rev() {
+            let head = class.free_head;
+            wr32(class.chunk_mut(s), OFF_NEXT_FREE, head);
+            class.free_head = s;
+        }
+        class.bump = class.bump.min(first);
+        if class.hand >= first {
+            class.hand = 0;
+        }
+        let page = class.pages.pop()?;
+        self.stats.pages_moved += 1;
+        Some(page)
+    }
+
+    /// `slabs reassign <from> <to>` (classes 0-based): moves one page. Errors in
+    /// memcached's words.
+    pub fn reassign(
+        &mut self,
+        from: usize,
+        to: usize,
+        now: u32,
+        mut on_reclaim: impl FnMut(&[u8], Location, Reclaim),
+    ) -> Result<(), ReassignError> {
+        if from >= self.classes.len() || to >= self.classes.len() {
+            return Err(ReassignError::BadClass);
+        }
+        if from == to {
+            return Err(ReassignError::Same);
+        }
+        // As memcached: a class keeps its last page against a manual move.
+        if self.classes[from].pages.len() < 2 {
+            return Err(ReassignError::NoSpare);
+        }
+        if self.classes[to].pages.len() >= self.classes[to].info.max_pages() {
+            return Err(ReassignError::NoSpare);
+        }
+        let page = self
+            .take_page(from, now, &mut on_reclaim)
+            .ok_or(ReassignError::Busy)?;
+        // give_page hands out the page's first chunk; a reassign uses none of it yet.
+        let bump = self.classes[to].bump;
+        self.give_page(to, page, true);
+        self.classes[to].bump = bump;
+        Ok(())
+    }
+
+    /// Turns inline page moves on or off (`slabs automove 0|1`).
+    pub fn set_automove(&mut self, on: bool) {
+        self.automove = on;
+    }
+
+    pub fn automove(&self) -> bool {
+        self.automove
     }
 
     /// CLOCK over the class: clear set reference bits, take the first live chunk without one.
@@ -515,13 +772,27 @@ impl SlabStore {
             };
             on_reclaim(item.key(), encode(c, slot), kind);
             let payload = (item.key_len() + item.value_len()) as u64;
+            let unfetched = item.bits() & FETCHED == 0;
+            let has_expiry = item.expiry() != 0;
+            let idle = u64::from(now.saturating_sub(item.atime()));
             class.items -= 1;
+            class.counts.bytes -= payload;
             self.stats.curr_items -= 1;
             self.stats.bytes -= payload;
             match kind {
-                Reclaim::Evicted => self.stats.evictions += 1,
+                Reclaim::Evicted => {
+                    self.stats.evictions += 1;
+                    class.counts.evicted += 1;
+                    class.counts.evicted_time = idle;
+                    class.counts.evicted_nonzero += u64::from(has_expiry);
+                    class.counts.evicted_unfetched += u64::from(unfetched);
+                    self.stats.evicted_unfetched += u64::from(unfetched);
+                }
                 Reclaim::Expired => {
                     self.stats.reclaimed += 1;
+                    class.counts.reclaimed += 1;
+                    class.counts.expired_unfetched += u64::from(unfetched);
+                    self.stats.expired_unfetched += u64::from(unfetched);
                 }
             }
             return Some(slot);
@@ -549,9 +820,13 @@ impl SlabStore {
                 let chunk = self.classes[c].chunk(slot);
                 if chunk[OFF_STATUS] == IN_USE && is_expired(rd32(chunk, OFF_EXPIRY), now) {
                     let loc = encode(c, slot);
+                    let unfetched = u64::from(chunk[OFF_BITS] & FETCHED == 0);
                     on_reclaim(Item::new(chunk).key(), loc, Reclaim::Expired);
                     self.free(loc);
                     self.stats.reclaimed += 1;
+                    self.stats.expired_unfetched += unfetched;
+                    self.classes[c].counts.reclaimed += 1;
+                    self.classes[c].counts.expired_unfetched += unfetched;
                     freed += 1;
                 }
                 slot += 1;
@@ -565,6 +840,22 @@ impl SlabStore {
             }
         }
         freed
+    }
+
+    /// Every live, unexpired item with its class index, in storage order, until `f` says
+    /// stop (`stats cachedump`, `lru_crawler metadump`).
+    pub fn for_each_item(&self, now: u32, mut f: impl FnMut(usize, Item<'_>) -> bool) {
+        for (c, class) in self.classes.iter().enumerate() {
+            for slot in 0..class.bump {
+                let chunk = class.chunk(slot);
+                if chunk[OFF_STATUS] == IN_USE
+                    && !is_expired(rd32(chunk, OFF_EXPIRY), now)
+                    && !f(c, Item::new(chunk))
+                {
+                    return;
+                }
+            }
+        }
     }
 
     /// Every live item's key and location (expired ones included), for rebuilding an index.
@@ -593,6 +884,7 @@ impl SlabStore {
             class.bump = 0;
             class.hand = 0;
             class.items = 0;
+            class.counts.bytes = 0;
         }
         self.stats.curr_items = 0;
         self.stats.bytes = 0;

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use hkv_mem::Arena;
-use hkv_store::{Reclaim, SlabStore, StoreConfig, StoreError, HEADER_BYTES};
+use hkv_store::{ReassignError, Reclaim, SlabStore, StoreConfig, StoreError, HEADER_BYTES};
 
 const NOW: u32 = 1_700_000_000;
 
@@ -105,15 +105,18 @@ fn full_budget_evicts_unreferenced_items_first_and_reports_them() {
 }
 
 #[test]
-fn a_class_with_no_page_and_no_budget_is_out_of_memory() {
+fn a_class_with_no_page_and_no_budget_takes_the_only_page() {
     let (_a, mut s) = store(4096, 4096);
     s.store(b"a", &[&[0u8; 10]], 0, 0, NOW, |_, _, _| {})
         .unwrap();
-    assert_eq!(
-        s.store(b"b", &[&[0u8; 1000]], 0, 0, NOW, |_, _, _| {}),
-        Err(StoreError::OutOfMemory)
-    );
-    assert_eq!(s.stats().out_of_memory, 1);
+    let mut lost = Vec::new();
+    s.store(b"b", &[&[0u8; 1000]], 0, 0, NOW, |k, _, _| {
+        lost.push(k.to_vec())
+    })
+    .unwrap();
+    assert_eq!(lost, vec![b"a".to_vec()]);
+    assert_eq!(s.stats().out_of_memory, 0);
+    assert_eq!(s.stats().curr_items, 1);
 }
 
 #[test]
@@ -271,4 +274,93 @@ fn regression_a_write_into_a_freed_chunk_is_not_the_next_victim() {
         s.get(fresh).map(|it| it.key().to_vec()),
         Some(b"just-written".to_vec())
     );
+}
+
+#[test]
+fn a_class_without_a_page_takes_one_from_the_richest_class() {
+    // Four pages, all taken by small items; then a large item arrives.
+    let (_a, mut s) = store(4 * 4096, 4096);
+    for i in 0..400u32 {
+        let key = format!("s{i:04}");
+        s.store(key.as_bytes(), &[&[1u8; 40]], 0, 0, NOW, |_, _, _| {})
+            .unwrap();
+    }
+    assert_eq!(s.stats().pages, 4);
+    let before = s.stats().curr_items as usize;
+    let mut lost = Vec::new();
+    let (loc, _) = s
+        .store(b"big", &[&[2u8; 2000]], 0, 0, NOW, |k, _, why| {
+            lost.push((k.to_vec(), why))
+        })
+        .expect("a page moves instead of out of memory");
+    assert_eq!(s.get(loc).unwrap().value(), &[2u8; 2000][..]);
+    assert_eq!(s.stats().pages_moved, 1);
+    assert!(!lost.is_empty() && lost.iter().all(|(_, w)| *w == Reclaim::Evicted));
+    assert_eq!(s.stats().page_move_evictions as usize, lost.len());
+    assert_eq!(s.stats().curr_items as usize, before - lost.len() + 1);
+    // What was not on the moved page is intact.
+    let mut seen = 0;
+    s.for_each_item(NOW, |_, it| {
+        if it.key() != b"big" {
+            assert_eq!(it.value(), &[1u8; 40][..]);
+            seen += 1;
+        }
+        true
+    });
+    assert_eq!(seen, before - lost.len());
+}
+
+#[test]
+fn without_automove_a_class_without_a_page_is_out_of_memory() {
+    let (_a, mut s) = store(4 * 4096, 4096);
+    s.set_automove(false);
+    for i in 0..400u32 {
+        let _ = s.store(
+            format!("s{i:04}").as_bytes(),
+            &[&[1u8; 40]],
+            0,
+            0,
+            NOW,
+            |_, _, _| {},
+        );
+    }
+    let r = s.store(b"big", &[&[2u8; 2000]], 0, 0, NOW, |_, _, _| {});
+    assert_eq!(r.unwrap_err(), StoreError::OutOfMemory);
+}
+
+#[test]
+fn reassign_moves_one_page_and_refuses_what_memcached_refuses() {
+    let (_a, mut s) = store(4 * 4096, 4096);
+    for i in 0..400u32 {
+        let _ = s.store(
+            format!("s{i:04}").as_bytes(),
+            &[&[1u8; 40]],
+            0,
+            0,
+            NOW,
+            |_, _, _| {},
+        );
+    }
+    let small = s.class_for(5, 40).unwrap();
+    let big = s.class_for(3, 2000).unwrap();
+    assert_eq!(
+        s.reassign(small, small, NOW, |_, _, _| {}),
+        Err(ReassignError::Same)
+    );
+    assert_eq!(
+        s.reassign(big, small, NOW, |_, _, _| {}),
+        Err(ReassignError::NoSpare)
+    );
+    assert_eq!(
+        s.reassign(999, small, NOW, |_, _, _| {}),
+        Err(ReassignError::BadClass)
+    );
+    s.set_automove(false);
+    assert_eq!(s.reassign(small, big, NOW, |_, _, _| {}), Ok(()));
+    let pages: Vec<usize> = s.class_reports().map(|c| c.pages).collect();
+    assert_eq!(pages[small], 3);
+    assert_eq!(pages[big], 1);
+    // The moved page serves the big class at once, without automove.
+    s.store(b"big", &[&[2u8; 2000]], 0, 0, NOW, |_, _, _| {})
+        .unwrap();
 }

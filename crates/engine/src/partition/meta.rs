@@ -59,6 +59,7 @@ impl Partition {
         if bits & hit::WIN != 0 {
             self.store.update_bits(loc, WIN_SENT, 0);
         }
+        self.store.note_hit(loc);
         if !req.meta.no_bump {
             self.store.touch_ref(loc);
             // Only dirty the header when something changes: most hits repeat both.
@@ -153,6 +154,7 @@ impl Partition {
             }
         }
         self.stats.delete_hits += 1;
+        self.store.note(loc, hkv_store::ClassOp::Delete);
         Response::Deleted
     }
 }

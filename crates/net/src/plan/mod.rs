@@ -25,7 +25,7 @@ use text::{plan_get_keys, plan_text};
 
 /// Most requests taken from one connection in one pass, so one pipelining client cannot
 /// make a batch (and everyone's latency) arbitrarily large.
-const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
+pub(crate) const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
 /// Most engine requests (keys) for one connection in one pass; a longer multi-key line goes
 /// on in the next pass. Bytes are bounded by the value budgets, not by this.
 pub(crate) const MAX_KEYS_PER_CONN_PASS: usize = 256;

@@ -239,6 +239,12 @@ fn plan_command<'a>(
         Command::Stats { args } => {
             steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
         }
+        Command::CacheMemlimit { megabytes, noreply } => {
+            steps.push(Step::MemLimit { megabytes, noreply });
+        }
+        Command::MetaDump { classes } => steps.push(Step::MetaDump(classes)),
+        Command::SlabsReassign { from, to } => steps.push(Step::Reassign { from, to }),
+        Command::SlabsAutomove { mode } => steps.push(Step::Automove(mode)),
         Command::Meta(m) => return crate::meta::plan_meta(m, buf, keys, batch, steps),
     }
     false

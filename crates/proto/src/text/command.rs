@@ -67,6 +67,24 @@ pub enum Command<'a> {
     Stats {
         args: Vec<&'a [u8]>,
     },
+    /// `cache_memlimit <megabytes> [noreply]`: a new memory limit.
+    CacheMemlimit {
+        megabytes: u64,
+        noreply: bool,
+    },
+    /// `slabs reassign <src> <dst>` (1-based classes, as sent).
+    SlabsReassign {
+        from: i64,
+        to: i64,
+    },
+    /// `slabs automove <0|1|2>`.
+    SlabsAutomove {
+        mode: u8,
+    },
+    /// `lru_crawler metadump <all|class ids>`: `None` asks for every class.
+    MetaDump {
+        classes: Option<Vec<u32>>,
+    },
     Meta(MetaCmd<'a>),
 }
 

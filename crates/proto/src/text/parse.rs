@@ -80,6 +80,21 @@ fn key_ok(k: &[u8]) -> bool {
     k.len() <= MAX_KEY_LEN
 }
 
+fn is_http_method(m: &[u8]) -> bool {
+    matches!(
+        m,
+        b"GET"
+            | b"POST"
+            | b"HEAD"
+            | b"PUT"
+            | b"DELETE"
+            | b"OPTIONS"
+            | b"PATCH"
+            | b"CONNECT"
+            | b"TRACE"
+    )
+}
+
 /// Parses the request at the front of `buf`.
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
     parse_after(buf, limits, 0)
@@ -321,6 +336,53 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         b"stats" => cmd(Command::Stats {
             args: tokens[1..].to_vec(),
         }),
+        b"cache_memlimit" => {
+            let noreply = noreply_at(2);
+            match (n, tokens.get(1).and_then(|t| parse_u64(t))) {
+                (2 | 3, Some(mb)) if n == 2 || noreply => cmd(Command::CacheMemlimit {
+                    megabytes: mb,
+                    noreply,
+                }),
+                _ => Parsed::error("ERROR", line_len),
+            }
+        }
+        b"slabs" => match (tokens.get(1).copied(), n) {
+            (Some(b"reassign"), 4) => match (parse_i32(tokens[2]), parse_i32(tokens[3])) {
+                (Some(from), Some(to)) => cmd(Command::SlabsReassign { from, to }),
+                _ => Parsed::error(BAD_FORMAT, line_len),
+            },
+            (Some(b"automove"), 3) => match parse_u32(tokens[2]) {
+                Some(mode) if mode <= 2 => cmd(Command::SlabsAutomove { mode: mode as u8 }),
+                _ => Parsed::error("ERROR", line_len),
+            },
+            _ => Parsed::error("ERROR", line_len),
+        },
+        b"lru_crawler" => match (tokens.get(1).copied(), tokens.get(2).copied()) {
+            (Some(b"metadump"), Some(b"all")) if n == 3 => cmd(Command::MetaDump { classes: None }),
+            (Some(b"metadump"), Some(list)) if n == 3 => {
+                let ids: Option<Vec<u32>> = list
+                    .split(|&b| b == b',')
+                    .map(|t| parse_u32(t).filter(|&c| c > 0))
+                    .collect();
+                match ids {
+                    Some(ids) => cmd(Command::MetaDump { classes: Some(ids) }),
+                    None => Parsed::error("BADCLASS invalid class id", line_len),
+                }
+            }
+            _ => Parsed::error("ERROR", line_len),
+        },
+        // A web browser or an HTTP client aimed at the cache port: memcached hangs up
+        // rather than answer a request from another protocol.
+        m if is_http_method(m) && tokens.last().is_some_and(|t| t.starts_with(b"HTTP/")) => {
+            Parsed::Error {
+                error: "",
+                len: line_len,
+                swallow: 0,
+                noreply: true,
+                close: true,
+                unlink: None,
+            }
+        }
         b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me" => {
             super::meta::parse(buf, line, line_len, limits)
         }

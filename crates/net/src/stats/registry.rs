@@ -1,0 +1,520 @@
+//! Every stat hkv reports, defined once: its memcached name, whether it is a counter (reset
+//! by `stats reset`), a gauge or a setting, its meaning, and how to read it. The text and
+//! binary `stats` replies are both rendered from these tables (and a Prometheus endpoint
+//! can be); docs/protocol.md lists what memcached reports that hkv does not, and why.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use hkv_engine::StoreStats;
+use hkv_engine::{ClassReport, EngineStats};
+
+use crate::Shared;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Only goes up; `stats reset` starts it again from zero.
+    Counter,
+    /// A current level.
+    Gauge,
+    /// Configuration.
+    Setting,
+}
+
+/// A stat's value as it is printed.
+pub(crate) enum Val {
+    U(u64),
+    /// Seconds with memcached's six decimals (rusage).
+    Secs(f64),
+    /// A figure with two decimals.
+    F2(f64),
+    S(String),
+    Str(&'static str),
+}
+
+impl Val {
+    fn render(&self) -> String {
+        match self {
+            Val::U(v) => v.to_string(),
+            Val::Secs(v) => format!("{v:.6}"),
+            Val::F2(v) => format!("{v:.2}"),
+            Val::S(s) => s.clone(),
+            Val::Str(s) => (*s).to_string(),
+        }
+    }
+}
+
+/// What one `stats` call reads, taken once.
+pub(crate) struct Snap<'a> {
+    pub shared: &'a Shared,
+    pub e: EngineStats,
+    pub st: StoreStats,
+    pub now: u32,
+}
+
+impl Snap<'_> {
+    fn server(&self, f: impl Fn(&super::ServerStats) -> u64) -> Val {
+        Val::U(f(&self.shared.stats))
+    }
+}
+
+pub(crate) struct Def {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// The meaning, for people and for the metrics endpoint's HELP lines.
+    #[allow(dead_code)]
+    pub help: &'static str,
+    pub get: fn(&Snap) -> Val,
+}
+
+macro_rules! defs {
+    ($( $name:literal, $kind:ident, $help:literal, $get:expr; )*) => {
+        &[ $( Def { name: $name, kind: Kind::$kind, help: $help, get: $get }, )* ]
+    };
+}
+
+fn load(a: &std::sync::atomic::AtomicU64) -> u64 {
+    a.load(Ordering::Relaxed)
+}
+
+/// CPU seconds of this process (user, system), from /proc; zeros where unavailable.
+fn rusage() -> (f64, f64) {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return (0.0, 0.0);
+    };
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
+    (tick(11), tick(12))
+}
+
+/// `stats`, in memcached 1.6's order.
+pub(crate) static GENERAL: &[Def] = defs![
+    "pid", Gauge, "process id", |_| Val::U(u64::from(std::process::id()));
+    "uptime", Gauge, "seconds since the server started", |s| Val::U(s.shared.started.elapsed().as_secs());
+    "time", Gauge, "current Unix time", |s| Val::U(u64::from(s.now));
+    "version", Setting, "server version", |_| Val::Str(crate::respond::VERSION);
+    "pointer_size", Setting, "bits in a pointer", |_| Val::U(u64::from(usize::BITS));
+    "rusage_user", Counter, "user CPU seconds", |_| Val::Secs(rusage().0);
+    "rusage_system", Counter, "system CPU seconds", |_| Val::Secs(rusage().1);
+    "max_connections", Setting, "-c", |s| Val::U(s.shared.config.max_connections as u64);
+    "curr_connections", Gauge, "open client connections", |s| Val::U(s.shared.stats.curr_connections.load(Ordering::Relaxed) as u64);
+    "total_connections", Counter, "connections accepted", |s| s.server(|v| load(&v.total_connections));
+    "rejected_connections", Counter, "connections refused at -c", |s| s.server(|v| load(&v.rejected_connections));
+    "idle_kicks", Counter, "connections closed by -o idle_timeout", |s| s.server(|v| load(&v.idle_kicks));
+    "connection_structures", Gauge, "connection states allocated", |s| Val::U(s.shared.stats.curr_connections.load(Ordering::Relaxed) as u64);
+    "cmd_get", Counter, "keys asked for by get, gets, gat, gats, mg and binary gets", |s| Val::U(s.e.get_hits + s.e.get_misses);
+    "cmd_set", Counter, "storage commands run", |s| Val::U(s.e.cmd_set);
+    "cmd_flush", Counter, "flush_all commands", |s| s.server(|v| load(&v.cmd_flush));
+    "cmd_touch", Counter, "touch and gat commands", |s| Val::U(s.e.cmd_touch);
+    "cmd_meta", Counter, "meta commands", |s| s.server(|v| load(&v.cmd_meta));
+    "get_hits", Counter, "keys found", |s| Val::U(s.e.get_hits);
+    "get_misses", Counter, "keys not found", |s| Val::U(s.e.get_misses);
+    "get_expired", Counter, "keys found expired", |s| Val::U(s.e.expired_on_access);
+    "get_flushed", Counter, "keys found flushed (flush_all empties at once: always 0)", |_| Val::U(0);
+    "delete_misses", Counter, "deletes of missing keys", |s| Val::U(s.e.delete_misses);
+    "delete_hits", Counter, "deletes that removed an item", |s| Val::U(s.e.delete_hits);
+    "incr_misses", Counter, "incr of missing keys", |s| Val::U(s.e.incr_misses);
+    "incr_hits", Counter, "incr that changed an item", |s| Val::U(s.e.incr_hits);
+    "decr_misses", Counter, "decr of missing keys", |s| Val::U(s.e.decr_misses);
+    "decr_hits", Counter, "decr that changed an item", |s| Val::U(s.e.decr_hits);
+    "cas_misses", Counter, "cas of missing keys", |s| Val::U(s.e.cas_misses);
+    "cas_hits", Counter, "cas that stored", |s| Val::U(s.e.cas_hits);
+    "cas_badval", Counter, "cas refused for a changed CAS", |s| Val::U(s.e.cas_badval);
+    "touch_hits", Counter, "touches that found the item", |s| Val::U(s.e.touch_hits);
+    "touch_misses", Counter, "touches of missing keys", |s| Val::U(s.e.touch_misses);
+    "store_too_large", Counter, "writes refused as larger than -I", |s| Val::U(s.e.too_large);
+    "store_no_memory", Counter, "writes refused for want of memory", |s| Val::U(s.st.out_of_memory);
+    "auth_cmds", Counter, "authentication commands (none without -S)", |_| Val::U(0);
+    "auth_errors", Counter, "failed authentications (none without -S)", |_| Val::U(0);
+    "bytes_read", Counter, "bytes received from clients", |s| s.server(|v| load(&v.bytes_read));
+    "bytes_written", Counter, "bytes sent to clients", |s| s.server(|v| load(&v.bytes_written));
+    "limit_maxbytes", Setting, "-m in bytes (cache_memlimit moves it)", |s| Val::U(s.shared.engine.arena().limit() as u64);
+    "accepting_conns", Gauge, "1 while the listener accepts", |_| Val::U(1);
+    "listen_disabled_num", Counter, "times accepting paused (out of file descriptors)", |s| s.server(|v| load(&v.listen_disabled_num));
+    "threads", Setting, "-t", |s| Val::U(s.shared.config.threads as u64);
+    "hash_power_level", Gauge, "log2 of the index slots", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));
+    "hash_bytes", Gauge, "bytes of the index", |s| Val::U(s.shared.engine.index_bytes() as u64);
+    "hash_is_expanding", Gauge, "the index is sized at start and never grows", |_| Val::U(0);
+    "slab_reassign_busy_items", Counter, "items a page move found in use (moves wait for none)", |_| Val::U(0);
+    "slab_reassign_running", Gauge, "a page move in progress (they run inline)", |_| Val::U(0);
+    "slabs_moved", Counter, "pages moved between slab classes", |s| Val::U(s.st.pages_moved);
+    "slab_reassign_evictions", Counter, "items evicted to move their page", |s| Val::U(s.st.page_move_evictions);
+    "bytes", Gauge, "key and value bytes stored", |s| Val::U(s.st.bytes);
+    "curr_items", Gauge, "items stored", |s| Val::U(s.st.curr_items);
+    "total_items", Counter, "items ever stored", |s| Val::U(s.st.total_items);
+    "slab_global_page_pool", Gauge, "pages not yet given to a class", |s| Val::U((s.shared.engine.arena().available() / s.shared.config.page_size.max(1)) as u64);
+    "expired_unfetched", Counter, "expired items never read", |s| Val::U(s.st.expired_unfetched);
+    "evicted_unfetched", Counter, "evicted items never read", |s| Val::U(s.st.evicted_unfetched);
+    "evictions", Counter, "live items evicted for memory", |s| Val::U(s.shared.engine.evictions());
+    "reclaimed", Counter, "expired items whose memory was reused", |s| Val::U(s.st.reclaimed + s.e.expired_swept);
+];
+
+/// `stats settings`.
+pub(crate) static SETTINGS: &[Def] = defs![
+    "maxbytes", Setting, "-m in bytes", |s| Val::U(s.shared.engine.arena().limit() as u64);
+    "maxconns", Setting, "-c", |s| Val::U(s.shared.config.max_connections as u64);
+    "tcpport", Setting, "-p", |s| Val::U(u64::from(s.shared.config.listen.port()));
+    "udpport", Setting, "-U", |s| Val::U(u64::from(s.shared.config.udp_listen.map_or(0, |a| a.port())));
+    "inter", Setting, "-l", |s| Val::S(s.shared.config.listen.ip().to_string());
+    "verbosity", Setting, "-v", |s| Val::U(u64::from(s.shared.config.verbose));
+    "evictions", Setting, "evict when full (-M is not supported)", |_| Val::Str("on");
+    "domain_socket", Setting, "-s (not supported)", |_| Val::Str("NULL");
+    "shutdown_command", Setting, "-A", |s| Val::Str(if s.shared.config.enable_shutdown { "yes" } else { "no" });
+    "growth_factor", Setting, "-f", |s| Val::F2(s.shared.config.growth_factor);
+    "chunk_size", Setting, "key and value bytes of the smallest chunk", |_| Val::U((hkv_engine::chunk_sizes(1.25, 1 << 20)[0] - hkv_engine::ITEM_HEADER_BYTES) as u64);
+    "num_threads", Setting, "-t", |s| Val::U(s.shared.config.threads as u64);
+    "num_threads_per_udp", Setting, "workers reading the UDP socket", |s| Val::U(s.shared.config.threads as u64);
+    "stat_key_prefix", Setting, "-D (stats detail is not supported)", |_| Val::Str(":");
+    "detail_enabled", Setting, "stats detail (not supported)", |_| Val::Str("no");
+    "reqs_per_event", Setting, "requests taken from one connection per pass", |_| Val::U(crate::plan::MAX_REQUESTS_PER_CONN_PASS as u64);
+    "cas_enabled", Setting, "CAS is always on", |_| Val::Str("yes");
+    "binding_protocol", Setting, "-B: text and binary are told apart per connection", |_| Val::Str("auto-negotiate");
+    "auth_enabled_sasl", Setting, "-S", |_| Val::Str("no");
+    "auth_enabled_ascii", Setting, "-Y", |_| Val::Str("no");
+    "item_size_max", Setting, "-I", |s| Val::U(s.shared.config.limits.max_item_size as u64);
+    "tcp_backlog", Setting, "listen backlog", |_| Val::U(1024);
+    "maxconns_fast", Setting, "connections over -c are refused at once", |_| Val::Str("yes");
+    "hashpower_init", Setting, "log2 of the index slots, fixed at start", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));
+    "slab_reassign", Setting, "pages move between classes", |_| Val::Str("yes");
+    "slab_automove", Setting, "a class without a page takes one from another (slabs automove)", |s| Val::U(u64::from(s.shared.engine.automove()));
+    "slab_chunk_max", Setting, "largest chunk (one per page)", |s| Val::U((s.shared.config.page_size - 8) as u64);
+    "hash_algorithm", Setting, "key hash", |_| Val::Str("xxh3");
+    "flush_enabled", Setting, "flush_all is allowed", |_| Val::Str("yes");
+    "dump_enabled", Setting, "cachedump and metadump are allowed", |_| Val::Str("yes");
+    "idle_timeout", Setting, "-o idle_timeout", |s| Val::U(s.shared.config.idle_timeout.map_or(0, |d| d.as_secs()));
+    "read_buf_mem_limit", Setting, "--conn-buffer-mb in bytes: all connections' buffers together", |s| Val::U(s.shared.config.conn_buffer_limit as u64);
+    "track_sizes", Setting, "stats sizes (not tracked)", |_| Val::Str("no");
+    "inline_ascii_response", Setting, "memcached 1.6 default", |_| Val::Str("no");
+    "ssl_enabled", Setting, "-Z (not supported)", |_| Val::Str("no");
+];
+
+/// `stats hkv`: the engine's own figures.
+pub(crate) static HKV: &[Def] = defs![
+    "engine", Setting, "index backend of partition 0", |s| Val::S(s.shared.engine.backends().swap_remove(0));
+    "engine_fallbacks", Counter, "device failures survived on the CPU", |s| Val::U(s.shared.engine.fallbacks());
+    "partitions", Setting, "engine partitions", |s| Val::U(s.shared.engine.partitions() as u64);
+    "batches", Counter, "engine batches", |s| s.server(|v| load(&v.batches));
+    "batched_requests", Counter, "requests in those batches", |s| s.server(|v| load(&v.batched_requests));
+    "avg_batch", Gauge, "requests per batch", |s| Val::F2(load(&s.shared.stats.batched_requests) as f64 / load(&s.shared.stats.batches).max(1) as f64);
+    "index_bytes", Gauge, "bytes of the index", |s| Val::U(s.shared.engine.index_bytes() as u64);
+    "arena_used", Gauge, "bytes of item memory handed out", |s| Val::U(s.shared.engine.arena().used() as u64);
+    "arena_limit", Gauge, "item memory budget", |s| Val::U(s.shared.engine.arena().limit() as u64);
+    "key_mismatches", Counter, "signature matches with another key", |s| Val::U(s.e.key_mismatches);
+    "index_evictions", Counter, "items dropped at the displacement bound", |s| Val::U(s.e.index_evictions);
+    "collision_evictions", Counter, "items whose slot a same-signature key took", |s| Val::U(s.e.collision_evictions);
+    "expired_on_access", Counter, "items found expired and removed", |s| Val::U(s.e.expired_on_access);
+    "expired_swept", Counter, "items removed by the expiry sweep", |s| Val::U(s.e.expired_swept);
+    "flushes", Counter, "flush_all runs", |s| Val::U(s.e.flushes);
+    "pending_writes", Gauge, "index writes waiting in the same-key table", |s| Val::U(s.shared.engine.pending_writes() as u64);
+    "forwarded_reads", Counter, "reads answered from the same-key table", |s| Val::U(s.e.forwarded_reads);
+    "deferred_reads", Counter, "reads moved to a later pass by the value budget", |s| Val::U(s.e.deferred_reads);
+    "merged_writes", Counter, "writes merged into a waiting one", |s| Val::U(s.e.merged_writes);
+    "applied_writes", Counter, "index writes applied", |s| Val::U(s.e.applied_writes);
+    "write_applies", Counter, "batches of applied index writes", |s| Val::U(s.e.write_applies);
+    "worker_panics", Counter, "workers retired after a panic", |s| s.server(|v| load(&v.worker_panics));
+    "conn_buffer_bytes", Gauge, "bytes in connection buffers", |s| Val::U(s.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed) as u64);
+    "conn_buffer_limit", Setting, "--conn-buffer-mb in bytes", |s| Val::U(s.shared.config.conn_buffer_limit as u64);
+    "conn_buffer_throttled", Counter, "reads skipped over that limit", |s| s.server(|v| load(&v.conn_buffer_throttled));
+    "task_rv_ns", Counter, "RV: receiving", |s| s.server(|v| load(&v.tasks.rv));
+    "task_pp_ns", Counter, "PP: parsing and planning", |s| s.server(|v| load(&v.tasks.pp));
+    "task_engine_ns", Counter, "MM, IN, KC and RD: the engine", |s| s.server(|v| load(&v.tasks.engine));
+    "task_wr_ns", Counter, "WR: composing replies", |s| s.server(|v| load(&v.tasks.wr));
+    "task_sd_ns", Counter, "SD: sending", |s| s.server(|v| load(&v.tasks.sd));
+];
+
+/// Per-class stats of `stats slabs` (`<class>:<name>`) and `stats items`
+/// (`items:<class>:<name>`).
+pub(crate) struct ClassDef {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// The meaning, for people and for the metrics endpoint's HELP lines.
+    #[allow(dead_code)]
+    pub help: &'static str,
+    pub get: fn(&ClassReport) -> u64,
+}
+
+macro_rules! class_defs {
+    ($( $name:literal, $kind:ident, $help:literal, $get:expr; )*) => {
+        &[ $( ClassDef { name: $name, kind: Kind::$kind, help: $help, get: $get }, )* ]
+    };
+}
+
+pub(crate) static SLAB_FIELDS: &[ClassDef] = class_defs![
+    "chunk_size", Setting, "bytes per chunk", |c| c.info.chunk as u64;
+    "chunks_per_page", Setting, "chunks in a page", |c| u64::from(c.info.per_page);
+    "total_pages", Gauge, "pages the class holds", |c| c.pages as u64;
+    "total_chunks", Gauge, "chunks in those pages", |c| c.pages as u64 * u64::from(c.info.per_page);
+    "used_chunks", Gauge, "chunks holding items", |c| c.items;
+    "free_chunks", Gauge, "chunks free", |c| (c.pages as u64 * u64::from(c.info.per_page)).saturating_sub(c.items);
+    "free_chunks_end", Gauge, "chunks never used yet", |c| c.untouched;
+    "get_hits", Counter, "reads that found an item of the class", |c| c.counts.hits;
+    "cmd_set", Counter, "items stored in the class", |c| c.counts.sets;
+    "delete_hits", Counter, "deletes that found an item of the class", |c| c.counts.delete_hits;
+    "incr_hits", Counter, "incr that found an item of the class", |c| c.counts.incr_hits;
+    "decr_hits", Counter, "decr that found an item of the class", |c| c.counts.decr_hits;
+    "cas_hits", Counter, "cas that stored over an item of the class", |c| c.counts.cas_hits;
+    "cas_badval", Counter, "cas refused on an item of the class", |c| c.counts.cas_badval;
+    "touch_hits", Counter, "touches of an item of the class", |c| c.counts.touch_hits;
+];
+
+pub(crate) static ITEM_FIELDS: &[ClassDef] = class_defs![
+    "number", Gauge, "items in the class", |c| c.items;
+    "mem_requested", Gauge, "key and value bytes of those items", |c| c.counts.bytes;
+    "evicted", Counter, "items evicted", |c| c.counts.evicted;
+    "evicted_time", Gauge, "seconds since the last evicted item was accessed", |c| c.counts.evicted_time;
+    "evicted_nonzero", Counter, "evicted items that had an expiry time", |c| c.counts.evicted_nonzero;
+    "outofmemory", Counter, "writes refused for want of memory", |c| c.counts.out_of_memory;
+    "reclaimed", Counter, "expired items whose chunk was reused", |c| c.counts.reclaimed;
+    "expired_unfetched", Counter, "expired items never read", |c| c.counts.expired_unfetched;
+    "evicted_unfetched", Counter, "evicted items never read", |c| c.counts.evicted_unfetched;
+];
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum StatsError {
+    /// A group this server does not know: memcached answers `ERROR`.
+    Unknown,
+    BadFormat,
+    /// A reply line of the command's own.
+    Line(&'static str),
+}
+
+/// A reply to `stats ...`.
+pub(crate) enum StatsReply {
+    Pairs(Vec<(String, String)>),
+    /// `stats reset`.
+    Reset,
+    /// Lines of their own (`stats cachedump`), `END` included.
+    Raw(Vec<u8>),
+}
+
+/// Counter values at the last `stats reset`, subtracted from what is reported.
+#[derive(Default)]
+pub(crate) struct Baseline {
+    at: HashMap<String, u64>,
+}
+
+impl Baseline {
+    fn adjust(&self, name: &str, kind: Kind, v: Val) -> Val {
+        match (kind, v, self.at.get(name)) {
+            (Kind::Counter, Val::U(x), Some(&b)) => Val::U(x.saturating_sub(b)),
+            (_, v, _) => v,
+        }
+    }
+}
+
+fn snap(shared: &Shared, now: u32) -> Snap<'_> {
+    Snap {
+        shared,
+        e: shared.engine.stats(),
+        st: shared.engine.store_stats(),
+        now,
+    }
+}
+
+fn pairs_of(defs: &[Def], s: &Snap, base: &Baseline) -> Vec<(String, String)> {
+    defs.iter()
+        .map(|d| {
+            let v = base.adjust(d.name, d.kind, (d.get)(s));
+            (d.name.to_string(), v.render())
+        })
+        .collect()
+}
+
+fn class_pairs(
+    fields: &[ClassDef],
+    prefix: &str,
+    shared: &Shared,
+    base: &Baseline,
+    include: fn(&ClassReport) -> bool,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, c) in shared.engine.class_reports().iter().enumerate() {
+        if !include(c) {
+            continue;
+        }
+        for f in fields {
+            let name = format!("{prefix}{}:{}", i + 1, f.name);
+            let v = base.adjust(&name, f.kind, Val::U((f.get)(c)));
+            out.push((name, v.render()));
+        }
+    }
+    out
+}
+
+/// Answers `stats <args>`.
+pub(crate) fn stats_reply(
+    args: &[Vec<u8>],
+    shared: &Shared,
+    now: u32,
+) -> Result<StatsReply, StatsError> {
+    let base = shared.stats_base.lock().unwrap_or_else(|p| p.into_inner());
+    let group = args.first().map(|a| a.as_slice());
+    Ok(StatsReply::Pairs(match group {
+        None => pairs_of(GENERAL, &snap(shared, now), &base),
+        Some(b"settings") => pairs_of(SETTINGS, &snap(shared, now), &base),
+        Some(b"hkv") => pairs_of(HKV, &snap(shared, now), &base),
+        Some(b"slabs") => {
+            let mut p = class_pairs(SLAB_FIELDS, "", shared, &base, |c| c.pages > 0);
+            let classes = shared.engine.class_reports();
+            let active = classes.iter().filter(|c| c.pages > 0).count();
+            let pages: usize = classes.iter().map(|c| c.pages).sum();
+            p.push(("active_slabs".into(), active.to_string()));
+            p.push((
+                "total_malloced".into(),
+                (pages * shared.config.page_size).to_string(),
+            ));
+            p
+        }
+        Some(b"items") => class_pairs(ITEM_FIELDS, "items:", shared, &base, |c| c.items > 0),
+        // memcached answers this way unless started with -o track_sizes.
+        Some(b"sizes") => vec![("sizes_status".into(), "disabled".into())],
+        Some(b"reset") => {
+            drop(base);
+            reset(shared, now);
+            return Ok(StatsReply::Reset);
+        }
+        Some(b"cachedump") => return cachedump(&args[1..], shared, now),
+        Some(_) => return Err(StatsError::Unknown),
+    }))
+}
+
+/// `stats reset`: counters start again from zero (gauges and settings are left alone).
+fn reset(shared: &Shared, now: u32) {
+    let mut at = HashMap::new();
+    {
+        let s = snap(shared, now);
+        for d in GENERAL.iter().chain(HKV) {
+            if let (Kind::Counter, Val::U(v)) = (d.kind, (d.get)(&s)) {
+                at.insert(d.name.to_string(), v);
+            }
+        }
+    }
+    for (i, c) in shared.engine.class_reports().iter().enumerate() {
+        for (prefix, fields) in [("", SLAB_FIELDS), ("items:", ITEM_FIELDS)] {
+            for f in fields.iter().filter(|f| f.kind == Kind::Counter) {
+                at.insert(format!("{prefix}{}:{}", i + 1, f.name), (f.get)(c));
+            }
+        }
+    }
+    *shared.stats_base.lock().unwrap_or_else(|p| p.into_inner()) = Baseline { at };
+}
+
+/// `stats cachedump <class> <limit>`: `ITEM <key> [<bytes> b; <expiry> s]` per item, as
+/// memcached lists them (expiry: the Unix time, 0 for none).
+fn cachedump(args: &[Vec<u8>], shared: &Shared, now: u32) -> Result<StatsReply, StatsError> {
+    let num = |a: Option<&Vec<u8>>| -> Option<usize> { std::str::from_utf8(a?).ok()?.parse().ok() };
+    if args.len() < 2 {
+        return Err(StatsError::Line("CLIENT_ERROR bad command line"));
+    }
+    let (Some(class), Some(limit)) = (num(args.first()), num(args.get(1))) else {
+        return Err(StatsError::BadFormat);
+    };
+    if class == 0 || class > shared.engine.class_reports().len() {
+        return Err(StatsError::Line("CLIENT_ERROR Illegal slab id"));
+    }
+    let limit = if limit == 0 { usize::MAX } else { limit };
+    // memcached caps a dump at 2 MB of text.
+    let mut out = Vec::new();
+    for it in shared.engine.items(Some(class - 1), limit, now) {
+        if out.len() > 2 << 20 {
+            break;
+        }
+        out.extend_from_slice(b"ITEM ");
+        out.extend_from_slice(&it.key);
+        let exp = it.expiry;
+        out.extend_from_slice(format!(" [{} b; {} s]\r\n", it.len, exp).as_bytes());
+    }
+    out.extend_from_slice(b"END\r\n");
+    Ok(StatsReply::Raw(out))
+}
+
+/// Most bytes one metadump reply may hold: the dump is built before it is sent, so it is
+/// cut here (docs/protocol.md) rather than let one command grow the server without bound.
+const METADUMP_MAX_BYTES: usize = 16 << 20;
+
+/// `lru_crawler metadump <all|ids>`: one line per live item, as memcached prints them.
+pub(crate) fn metadump(classes: Option<&[u32]>, shared: &Shared, now: u32, out: &mut Vec<u8>) {
+    let start = out.len();
+    // A line is at least ~64 bytes, so no more items than this can fit.
+    let single = match classes {
+        Some([one]) => Some(*one as usize - 1),
+        _ => None,
+    };
+    let items = shared.engine.items(single, METADUMP_MAX_BYTES / 64, now);
+    for it in items {
+        if classes.is_some_and(|ids| !ids.contains(&(it.class as u32 + 1))) {
+            continue;
+        }
+        if out.len() - start > METADUMP_MAX_BYTES {
+            break;
+        }
+        out.extend_from_slice(b"key=");
+        url_encode(&it.key, out);
+        let exp = if it.expiry == 0 {
+            -1
+        } else {
+            i64::from(it.expiry)
+        };
+        let size = hkv_engine::ITEM_HEADER_BYTES + it.key.len() + it.len as usize;
+        out.extend_from_slice(
+            format!(
+                " exp={exp} la={} cas={} fetch={} cls={} size={size}\n",
+                it.atime,
+                it.cas,
+                if it.fetched { "yes" } else { "no" },
+                it.class + 1
+            )
+            .as_bytes(),
+        );
+    }
+    out.extend_from_slice(b"END\r\n");
+}
+
+/// memcached url-encodes keys in metadump lines.
+fn url_encode(key: &[u8], out: &mut Vec<u8>) {
+    for &b in key {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b);
+        } else {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stat_is_defined_once() {
+        for (group, defs) in [("", GENERAL), ("settings", SETTINGS), ("hkv", HKV)] {
+            let mut seen = std::collections::HashSet::new();
+            for d in defs {
+                assert!(seen.insert(d.name), "stats {group}: {} twice", d.name);
+                assert!(!d.help.is_empty() && !d.name.contains(' '));
+            }
+        }
+        // A stat hkv adds never shadows one of memcached's general names.
+        for d in HKV {
+            assert!(
+                GENERAL.iter().all(|g| g.name != d.name),
+                "{} is in stats and stats hkv",
+                d.name
+            );
+        }
+        for fields in [SLAB_FIELDS, ITEM_FIELDS] {
+            let mut seen = std::collections::HashSet::new();
+            for f in fields {
+                assert!(seen.insert(f.name), "{} twice", f.name);
+            }
+        }
+    }
+
+    #[test]
+    fn values_render_like_memcached() {
+        assert_eq!(Val::Secs(1.5).render(), "1.500000");
+        assert_eq!(Val::F2(1.25).render(), "1.25");
+    }
+}

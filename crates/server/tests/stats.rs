@@ -1,0 +1,141 @@
+//! stats groups, stats reset, cachedump, metadump, cache_memlimit and the HTTP hang-up, as
+//! an operator's tools use them. Names are compared with memcached's in
+//! tests/clients/test_stats.py.
+
+mod common;
+
+use common::{Client, Hkv};
+
+fn stat(c: &mut Client, group: &str, name: &str) -> String {
+    let s = c.call(&format!("stats{group}\r\n"), "END\r\n");
+    s.lines()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {s}"))
+        .to_string()
+}
+
+#[test]
+fn counters_are_counted_and_reset_gauges_are_not() {
+    let h = Hkv::start(&["-t", "2"]);
+    let mut c = h.connect();
+    c.call(
+        "set a 0 0 1\r\n1\r\nset b 0 0 1\r\n2\r\n",
+        "STORED\r\nSTORED\r\n",
+    );
+    c.call("touch a 100\r\n", "\r\n");
+    c.call("cas a 0 0 1 1\r\n3\r\n", "\r\n");
+    c.call("mn\r\nmg a v\r\n", "1\r\n");
+    assert_eq!(stat(&mut c, "", "cmd_set"), "3");
+    assert_eq!(stat(&mut c, "", "cmd_touch"), "1");
+    assert_eq!(stat(&mut c, "", "cmd_meta"), "2");
+    assert_eq!(stat(&mut c, "", "cas_badval"), "1");
+    assert_eq!(stat(&mut c, " slabs", "1:cmd_set"), "2");
+    assert_eq!(stat(&mut c, " slabs", "1:touch_hits"), "1");
+    assert_eq!(stat(&mut c, " slabs", "1:cas_badval"), "1");
+    assert_eq!(stat(&mut c, " items", "items:1:number"), "2");
+    c.expect("stats reset\r\n", "RESET\r\n");
+    assert_eq!(stat(&mut c, "", "cmd_set"), "0");
+    assert_eq!(stat(&mut c, "", "get_hits"), "0");
+    assert_eq!(stat(&mut c, " slabs", "1:cmd_set"), "0");
+    assert_eq!(stat(&mut c, "", "curr_items"), "2", "a gauge is not reset");
+    c.call("set a 0 0 1\r\n1\r\n", "STORED\r\n");
+    assert_eq!(stat(&mut c, "", "cmd_set"), "1");
+    c.expect("stats sizes\r\n", "STAT sizes_status disabled\r\nEND\r\n");
+    c.expect("stats nonsense\r\n", "ERROR\r\n");
+}
+
+#[test]
+fn cachedump_and_metadump_list_the_items() {
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    c.call(
+        "set k1 0 0 3\r\nabc\r\nset k%2 0 100 1\r\nx\r\n",
+        "STORED\r\nSTORED\r\n",
+    );
+    let dump = c.call("stats cachedump 1 0\r\n", "END\r\n");
+    assert!(dump.contains("ITEM k1 [3 b; 0 s]\r\n"), "{dump}");
+    assert!(dump.contains("ITEM k%2 [1 b; "), "{dump}");
+    let one = c.call("stats cachedump 1 1\r\n", "END\r\n");
+    assert_eq!(one.matches("ITEM ").count(), 1, "{one}");
+    c.expect("stats cachedump 1\r\n", "CLIENT_ERROR bad command line\r\n");
+    c.expect(
+        "stats cachedump 999 1\r\n",
+        "CLIENT_ERROR Illegal slab id\r\n",
+    );
+    let meta = c.call("lru_crawler metadump all\r\n", "END\r\n");
+    assert!(meta.contains("key=k1 exp=-1 la="), "{meta}");
+    assert!(
+        meta.contains("key=k%252 exp="),
+        "keys are url-encoded: {meta}"
+    );
+    assert!(meta.contains(" fetch=no cls=1 size="), "{meta}");
+    let only2 = c.call("lru_crawler metadump 2\r\n", "END\r\n");
+    assert_eq!(only2, "END\r\n");
+    c.expect(
+        "lru_crawler metadump x\r\n",
+        "BADCLASS invalid class id\r\n",
+    );
+}
+
+#[test]
+fn cache_memlimit_moves_the_limit_within_what_was_reserved() {
+    let h = Hkv::start(&["-m", "64"]);
+    let mut c = h.connect();
+    c.expect("cache_memlimit 32\r\n", "OK\r\n");
+    assert_eq!(
+        stat(&mut c, "", "limit_maxbytes"),
+        (32u64 << 20).to_string()
+    );
+    c.expect(
+        "cache_memlimit 4\r\n",
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+    );
+    c.expect(
+        "cache_memlimit 1024 noreply\r\ncache_memlimit\r\n",
+        "ERROR\r\n",
+    );
+    assert_eq!(
+        stat(&mut c, " settings", "maxbytes"),
+        (64u64 << 20).to_string()
+    );
+}
+
+#[test]
+fn an_http_request_gets_a_hang_up() {
+    let h = Hkv::start(&[]);
+    for req in ["GET / HTTP/1.0\r\n", "POST /x HTTP/1.1\r\nHost: a\r\n\r\n"] {
+        let mut c = h.connect();
+        c.send(req.as_bytes());
+        assert_eq!(c.read_to_close().expect("closed"), "");
+    }
+    // A key named GET is still a key.
+    let mut c = h.connect();
+    c.expect("get GET\r\n", "END\r\n");
+}
+
+/// Values near -I after the memory went to small items: a page moves to the large class
+/// instead of the large value failing out of memory (memcached's slab automove).
+#[test]
+fn a_large_value_finds_memory_held_by_small_items() {
+    let h = Hkv::start(&["-m", "8", "-t", "1"]);
+    let mut c = h.connect();
+    let small = "x".repeat(100);
+    let mut req = String::new();
+    for i in 0..60_000 {
+        req.push_str(&format!("set s{i} 0 0 100 noreply\r\n{small}\r\n"));
+    }
+    c.send(req.as_bytes());
+    c.expect("mn\r\n", "MN\r\n");
+    let big = "b".repeat(900 * 1024);
+    for k in 0..3 {
+        c.expect(
+            &format!("set big{k} 0 0 {}\r\n{big}\r\n", big.len()),
+            "STORED\r\n",
+        );
+        let got = c.call(&format!("get big{k}\r\n"), "END\r\n");
+        assert!(got.starts_with(&format!("VALUE big{k} 0 {}\r\nbbb", big.len())));
+    }
+    assert_ne!(stat(&mut c, "", "slabs_moved"), "0");
+    c.expect("slabs automove 0\r\n", "OK\r\n");
+    assert_eq!(stat(&mut c, " settings", "slab_automove"), "0");
+}
