@@ -27,6 +27,11 @@ command -v memcached >/dev/null 2>&1 || need+=(memcached)
 command -v memccapable >/dev/null 2>&1 || need+=(libmemcached-tools)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+# SASL: memcached -S is the reference, with a sasldb written by saslpasswd2.
+command -v saslpasswd2 >/dev/null 2>&1 || need+=(sasl2-bin)
+# memjs, the Node binary+SASL client.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 # PoCL: the OpenCL backend is tested for real on the CPU.
 [ -e /etc/OpenCL/vendors/pocl.icd ] || need+=(pocl-opencl-icd ocl-icd-libopencl1)
 if [ ${#need[@]} -gt 0 ]; then

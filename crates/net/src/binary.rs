@@ -36,6 +36,14 @@ pub(crate) enum BinStep {
     Version {
         opaque: u32,
     },
+    /// A status with a fixed body on success (SASL's `Authenticated`, `PLAIN`); a failure
+    /// carries the status's own message.
+    Text {
+        opcode: u8,
+        status: u16,
+        opaque: u32,
+        body: &'static [u8],
+    },
     Flush {
         delay: i64,
         opaque: u32,
@@ -241,6 +249,12 @@ pub(crate) fn write(
             0,
             crate::respond::VERSION.as_bytes(),
         ),
+        BinStep::Text {
+            opcode,
+            status,
+            opaque,
+            body,
+        } => write_simple(out, opcode, status, opaque, 0, body),
         BinStep::Flush {
             delay,
             opaque,

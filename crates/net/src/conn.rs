@@ -37,6 +37,8 @@ pub(crate) struct Conn {
     pub scanned: usize,
     /// This connection's share of `conn_buffer_bytes`, as last reported.
     pub accounted: usize,
+    /// Passed SASL authentication (meaningful with `-S` only).
+    pub authed: bool,
 }
 
 impl Conn {
@@ -59,6 +61,7 @@ impl Conn {
             last_active: std::time::Instant::now(),
             scanned: 0,
             accounted: 0,
+            authed: false,
         }
     }
 

@@ -10,6 +10,7 @@ mod conn;
 mod meta;
 mod plan;
 mod respond;
+mod sasl;
 mod stats;
 mod udp;
 mod worker;
@@ -25,6 +26,7 @@ use hkv_proto::text::Limits;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+pub use sasl::SaslUsers;
 pub use stats::ServerStats;
 
 #[derive(Clone, Debug)]
@@ -53,6 +55,9 @@ pub struct NetConfig {
     /// Bytes all connections' buffers may hold together; above it, connections holding more
     /// than a small floor stop being read until the total falls (docs/reliability.md).
     pub conn_buffer_limit: usize,
+    /// `-S`: SASL over the binary protocol, with these users; every other protocol and
+    /// transport is refused (docs/protocol.md).
+    pub sasl: Option<Arc<SaslUsers>>,
 }
 
 impl Default for NetConfig {
@@ -71,6 +76,7 @@ impl Default for NetConfig {
             page_size: 1 << 20,
             idle_timeout: None,
             conn_buffer_limit: 64 << 20,
+            sasl: None,
         }
     }
 }

@@ -15,6 +15,7 @@ use slab::Slab;
 use crate::conn::Conn;
 use crate::plan::{parse_input, InputEnd, PassBudget, ReadMark};
 use crate::respond::{self, Step};
+use crate::sasl::Gate;
 use crate::stats::TaskTimes;
 use crate::Shared;
 
@@ -64,6 +65,7 @@ struct Plan {
     steps: Range<usize>,
     marks: Range<usize>,
     end: InputEnd,
+    authed: bool,
 }
 
 impl Drop for Worker {
@@ -368,6 +370,11 @@ impl Worker {
                         .stats
                         .bytes_read
                         .fetch_add(n as u64, Ordering::Relaxed);
+                    if self.shared.config.sasl.is_some() {
+                        // UDP has no connection to authenticate: with -S nothing is
+                        // served over it (and nothing is answered, so no reflection).
+                        continue;
+                    }
                     let d = &buf[..n];
                     match crate::udp::frame(d) {
                         crate::udp::Frame::Request { id, payload_at } => {
@@ -437,6 +444,7 @@ impl Worker {
         self.responses.group_budget = high_water;
         self.keys.reset();
         let keys = &self.keys;
+        let sasl = self.shared.config.sasl.as_deref();
         let conns = &self.conns;
         let steps = &mut self.steps;
         let marks = &mut self.marks;
@@ -448,6 +456,12 @@ impl Worker {
                 continue;
             }
             let (start, mstart) = (steps.len(), marks.len());
+            let mut gate = Gate {
+                users: sasl,
+                authed: c.authed,
+                cmds: 0,
+                errors: 0,
+            };
             let p = parse_input(
                 &c.rbuf[..c.rend],
                 keys,
@@ -457,17 +471,24 @@ impl Worker {
                 c.cont.map(|k| k.absolute_from(c.rstart)),
                 c.scanned,
                 &limits,
+                &mut gate,
                 plans.len() as u32,
                 &mut budget,
                 &mut batch,
                 steps,
                 marks,
             );
+            if gate.cmds > 0 {
+                let s = &self.shared.stats;
+                s.auth_cmds.fetch_add(gate.cmds, Ordering::Relaxed);
+                s.auth_errors.fetch_add(gate.errors, Ordering::Relaxed);
+            }
             plans.push(Plan {
                 token: t,
                 steps: start..steps.len(),
                 marks: mstart..marks.len(),
                 end: p,
+                authed: gate.authed,
             });
         }
         let udp_reqs = &self.udp_reqs;
@@ -485,6 +506,13 @@ impl Worker {
                 None,
                 0,
                 &limits,
+                // UDP datagrams never reach here with -S (receive_udp drops them).
+                &mut Gate {
+                    users: None,
+                    authed: true,
+                    cmds: 0,
+                    errors: 0,
+                },
                 (plans.len() + udp_plans.len()) as u32,
                 &mut budget,
                 &mut batch,
@@ -542,6 +570,7 @@ impl Worker {
             c.close_after_write |= end.close;
             c.want_parse = end.more;
             c.binary = end.binary;
+            c.authed = plan.authed;
         }
         for (r, (range, mrange, mut unfinished)) in self.udp_reqs.iter().zip(udp_plans) {
             let mut reply = Vec::new();

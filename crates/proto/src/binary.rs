@@ -41,6 +41,9 @@ pub mod op {
     pub const TOUCH: u8 = 0x1c;
     pub const GAT: u8 = 0x1d;
     pub const GATQ: u8 = 0x1e;
+    pub const SASL_LIST_MECHS: u8 = 0x20;
+    pub const SASL_AUTH: u8 = 0x21;
+    pub const SASL_STEP: u8 = 0x22;
     pub const GATK: u8 = 0x23;
     pub const GATKQ: u8 = 0x24;
 }
@@ -54,6 +57,7 @@ pub mod status {
     pub const EINVAL: u16 = 0x0004;
     pub const NOT_STORED: u16 = 0x0005;
     pub const DELTA_BADVAL: u16 = 0x0006;
+    pub const AUTH_ERROR: u16 = 0x0020;
     pub const UNKNOWN_COMMAND: u16 = 0x0081;
     pub const ENOMEM: u16 = 0x0082;
 
@@ -67,6 +71,7 @@ pub mod status {
             DELTA_BADVAL => "Non-numeric server-side value for incr or decr",
             UNKNOWN_COMMAND => "Unknown command",
             ENOMEM => "Out of memory",
+            AUTH_ERROR => "Auth failure.",
             _ => "",
         }
     }
@@ -118,20 +123,33 @@ pub enum BinParsed<'a> {
     Close,
 }
 
+/// Whether an opcode takes a key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KeyRule {
+    Required,
+    Forbidden,
+    /// STAT (a group) and the SASL commands (a mechanism: an empty one is the planner's
+    /// `Invalid arguments`).
+    Optional,
+}
+
 /// (extras, key, value) each opcode requires: `Some(n)` exactly n, `None` any.
-fn shape(opcode: u8) -> Option<(Option<usize>, bool, bool)> {
+fn shape(opcode: u8) -> Option<(Option<usize>, KeyRule, bool)> {
     use op::*;
-    // (extras length, key required, value allowed)
+    use KeyRule::*;
+    // (extras length, key, value allowed)
     Some(match opcode {
-        GET | GETQ | GETK | GETKQ => (Some(0), true, false),
-        SET | SETQ | ADD | ADDQ | REPLACE | REPLACEQ => (Some(8), true, true),
-        APPEND | APPENDQ | PREPEND | PREPENDQ => (Some(0), true, true),
-        DELETE | DELETEQ => (Some(0), true, false),
-        INCREMENT | INCREMENTQ | DECREMENT | DECREMENTQ => (Some(20), true, false),
-        QUIT | QUITQ | NOOP | VERSION => (Some(0), false, false),
-        FLUSH | FLUSHQ => (None, false, false),
-        STAT => (Some(0), false, false),
-        TOUCH | GAT | GATQ | GATK | GATKQ => (Some(4), true, false),
+        GET | GETQ | GETK | GETKQ => (Some(0), Required, false),
+        SET | SETQ | ADD | ADDQ | REPLACE | REPLACEQ => (Some(8), Required, true),
+        APPEND | APPENDQ | PREPEND | PREPENDQ => (Some(0), Required, true),
+        DELETE | DELETEQ => (Some(0), Required, false),
+        INCREMENT | INCREMENTQ | DECREMENT | DECREMENTQ => (Some(20), Required, false),
+        QUIT | QUITQ | NOOP | VERSION => (Some(0), Forbidden, false),
+        FLUSH | FLUSHQ => (None, Forbidden, false),
+        STAT => (Some(0), Optional, false),
+        TOUCH | GAT | GATQ | GATK | GATKQ => (Some(4), Required, false),
+        SASL_LIST_MECHS => (Some(0), Forbidden, false),
+        SASL_AUTH | SASL_STEP => (Some(0), Optional, true),
         _ => return None,
     })
 }
@@ -166,13 +184,13 @@ pub fn parse(buf: &[u8], max_value: usize) -> BinParsed<'_> {
     if keylen + extlen > bodylen {
         return error(status::UNKNOWN_COMMAND, HEADER_LEN, 0, true);
     }
-    let Some((want_ext, need_key, value_ok)) = shape(opcode) else {
+    let Some((want_ext, key_rule, value_ok)) = shape(opcode) else {
         return error(status::UNKNOWN_COMMAND, HEADER_LEN, bodylen, false);
     };
     let vlen = bodylen - keylen - extlen;
     let shape_ok = want_ext.is_none_or(|n| n == extlen)
-        && (!need_key || keylen > 0)
-        && (need_key || keylen == 0)
+        && (key_rule != KeyRule::Required || keylen > 0)
+        && (key_rule != KeyRule::Forbidden || keylen == 0)
         && (value_ok || vlen == 0)
         && keylen <= crate::MAX_KEY_LEN
         && (opcode != op::FLUSH && opcode != op::FLUSHQ || extlen == 0 || extlen == 4);
@@ -310,5 +328,65 @@ mod tests {
                 ..
             }
         ));
+    }
+}
+
+/// SASL PLAIN's message (RFC 4616): `[authzid] NUL authcid NUL passwd`. Returns the user
+/// and the password, or None if it is not of that form.
+pub fn sasl_plain(msg: &[u8]) -> Option<(&[u8], &[u8])> {
+    let mut parts = msg.splitn(3, |&b| b == 0);
+    let _authzid = parts.next()?;
+    let user = parts.next()?;
+    let pass = parts.next()?;
+    (!user.is_empty()).then_some((user, pass))
+}
+
+#[cfg(test)]
+mod sasl_tests {
+    use super::*;
+
+    #[test]
+    fn plain_messages() {
+        assert_eq!(
+            sasl_plain(b"\0alice\0secret"),
+            Some((&b"alice"[..], &b"secret"[..]))
+        );
+        assert_eq!(
+            sasl_plain(b"boss\0alice\0s\0t"),
+            Some((&b"alice"[..], &b"s\0t"[..]))
+        );
+        assert_eq!(sasl_plain(b"garbage"), None);
+        assert_eq!(sasl_plain(b"\0\0pw"), None);
+    }
+
+    #[test]
+    fn sasl_requests_parse_with_a_mechanism_key() {
+        let mut p = vec![
+            0x80,
+            op::SASL_AUTH,
+            0,
+            5,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            12,
+            0,
+            0,
+            0,
+            9,
+        ];
+        p.extend_from_slice(&[0; 8]);
+        p.extend_from_slice(b"PLAIN\0a\0pass");
+        match parse(&p, 1024) {
+            BinParsed::Request { req, .. } => {
+                assert_eq!(req.key, b"PLAIN");
+                assert_eq!(req.value, b"\0a\0pass");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

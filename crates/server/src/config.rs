@@ -39,6 +39,13 @@ pub struct Cli {
     /// Allow the `shutdown` command.
     #[arg(short = 'A', long = "enable-shutdown")]
     pub enable_shutdown: bool,
+    /// SASL (PLAIN) over the binary protocol; users from --sasl-pwdb or the
+    /// MEMCACHED_SASL_PWDB file. Text, meta and UDP requests are then refused.
+    #[arg(short = 'S', long = "enable-sasl")]
+    pub enable_sasl: bool,
+    /// The password file for -S: `user:password` lines (memcached's MEMCACHED_SASL_PWDB).
+    #[arg(long = "sasl-pwdb", value_name = "FILE")]
+    pub sasl_pwdb: Option<PathBuf>,
     /// More logging (-v, -vv, -vvv).
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     pub verbose: u8,

@@ -69,6 +69,7 @@ fn main() -> anyhow::Result<()> {
             idle_timeout: (settings.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(settings.idle_timeout.into())),
             conn_buffer_limit: settings.conn_buffer_mb << 20,
+            sasl: sasl_users(&cli)?,
             ..NetConfig::default()
         },
     )?;
@@ -95,4 +96,25 @@ fn main() -> anyhow::Result<()> {
         })?;
     server.wait();
     Ok(())
+}
+
+/// `-S`: the users from `--sasl-pwdb FILE`, else from the file `MEMCACHED_SASL_PWDB` names
+/// (memcached's own password-file mode); an error if neither is given.
+fn sasl_users(cli: &Cli) -> anyhow::Result<Option<std::sync::Arc<hkv_net::SaslUsers>>> {
+    if !cli.enable_sasl {
+        anyhow::ensure!(cli.sasl_pwdb.is_none(), "--sasl-pwdb needs -S");
+        return Ok(None);
+    }
+    let path = cli
+        .sasl_pwdb
+        .clone()
+        .or_else(|| std::env::var_os("MEMCACHED_SASL_PWDB").map(std::path::PathBuf::from))
+        .ok_or_else(|| {
+            anyhow::anyhow!("-S needs a password file: --sasl-pwdb FILE or MEMCACHED_SASL_PWDB")
+        })?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let users =
+        hkv_net::SaslUsers::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(Some(std::sync::Arc::new(users)))
 }

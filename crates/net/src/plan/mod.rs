@@ -21,6 +21,7 @@ use hkv_proto::text::Limits;
 
 use crate::binary::Flow;
 use crate::respond::Step;
+use crate::sasl::{Gate, Verdict};
 use text::{plan_get_keys, plan_text};
 
 /// Most requests taken from one connection in one pass, so one pipelining client cannot
@@ -153,6 +154,7 @@ pub(crate) fn parse_input<'a>(
     cont_in: Option<GetCont>,
     scanned_in: usize,
     limits: &Limits,
+    gate: &mut Gate<'_>,
     group: u32,
     pass: &mut PassBudget,
     batch: &mut Vec<Request<'a>>,
@@ -222,7 +224,12 @@ pub(crate) fn parse_input<'a>(
             .binary
             .get_or_insert(buf[end.pos] == hkv_proto::binary::REQUEST_MAGIC);
         let stop = if binary {
-            plan_binary(buf, &limits, &mut end, batch, steps)
+            plan_binary(buf, &limits, &mut end, batch, steps, gate)
+        } else if !gate.open() {
+            // With -S the text and meta protocols are refused: memcached reads such a
+            // connection as binary and hangs up on its first bytes.
+            end.close = true;
+            true
         } else {
             let hint = if p0 == start { scanned_in } else { 0 };
             plan_text(buf, keys, &limits, hint, &mut end, batch, steps)
@@ -308,6 +315,7 @@ fn plan_binary<'a>(
     end: &mut InputEnd,
     batch: &mut Vec<Request<'a>>,
     steps: &mut Vec<Step>,
+    gate: &mut Gate<'_>,
 ) -> bool {
     use crate::binary::BinStep;
     match hkv_proto::binary::parse(&buf[end.pos..], limits.max_item_size) {
@@ -336,6 +344,14 @@ fn plan_binary<'a>(
         }
         BinParsed::Request { req, len } => {
             end.pos += len;
+            match crate::sasl::gate_binary(&req, gate, steps) {
+                Verdict::Pass => {}
+                Verdict::Answered => return false,
+                Verdict::Close => {
+                    end.close = true;
+                    return true;
+                }
+            }
             match crate::binary::plan(req, buf, batch, steps) {
                 Flow::Continue => false,
                 Flow::Barrier => {

@@ -28,6 +28,9 @@ pub struct ServerStats {
     pub conn_buffer_throttled: AtomicU64,
     /// Connections closed for idling longer than `idle_timeout` (memcached's name).
     pub idle_kicks: AtomicU64,
+    /// SASL commands and failed authentications (memcached's `auth_cmds`, `auth_errors`).
+    pub auth_cmds: AtomicU64,
+    pub auth_errors: AtomicU64,
     /// Times accepting paused for want of file descriptors (memcached's name).
     pub listen_disabled_num: AtomicU64,
     /// Wall time of each worker event-loop phase, by DIDO task, summed over passes.

@@ -126,8 +126,8 @@ pub(crate) static GENERAL: &[Def] = defs![
     "touch_misses", Counter, "touches of missing keys", |s| Val::U(s.e.touch_misses);
     "store_too_large", Counter, "writes refused as larger than -I", |s| Val::U(s.e.too_large);
     "store_no_memory", Counter, "writes refused for want of memory", |s| Val::U(s.st.out_of_memory);
-    "auth_cmds", Counter, "authentication commands (none without -S)", |_| Val::U(0);
-    "auth_errors", Counter, "failed authentications (none without -S)", |_| Val::U(0);
+    "auth_cmds", Counter, "SASL commands", |s| s.server(|v| load(&v.auth_cmds));
+    "auth_errors", Counter, "failed SASL commands", |s| s.server(|v| load(&v.auth_errors));
     "bytes_read", Counter, "bytes received from clients", |s| s.server(|v| load(&v.bytes_read));
     "bytes_written", Counter, "bytes sent to clients", |s| s.server(|v| load(&v.bytes_written));
     "limit_maxbytes", Setting, "-m in bytes (cache_memlimit moves it)", |s| Val::U(s.shared.engine.arena().limit() as u64);
@@ -171,7 +171,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "reqs_per_event", Setting, "requests taken from one connection per pass", |_| Val::U(crate::plan::MAX_REQUESTS_PER_CONN_PASS as u64);
     "cas_enabled", Setting, "CAS is always on", |_| Val::Str("yes");
     "binding_protocol", Setting, "-B: text and binary are told apart per connection", |_| Val::Str("auto-negotiate");
-    "auth_enabled_sasl", Setting, "-S", |_| Val::Str("no");
+    "auth_enabled_sasl", Setting, "-S", |s| Val::Str(if s.shared.config.sasl.is_some() { "yes" } else { "no" });
     "auth_enabled_ascii", Setting, "-Y", |_| Val::Str("no");
     "item_size_max", Setting, "-I", |s| Val::U(s.shared.config.limits.max_item_size as u64);
     "tcp_backlog", Setting, "listen backlog", |_| Val::U(1024);

@@ -1,0 +1,258 @@
+//! SASL over the binary protocol (PLAIN), and the one authentication gate every protocol and
+//! transport passes: with `-S`, nothing but VERSION and the SASL commands runs before a
+//! connection has authenticated, as memcached 1.6 answers it (docs/protocol.md, "SASL").
+
+use hkv_proto::binary::{op, sasl_plain, status, BinRequest};
+
+use crate::binary::BinStep;
+use crate::respond::Step;
+
+/// The users `-S` accepts: memcached's `MEMCACHED_SASL_PWDB` file, one `user:password` per
+/// line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SaslUsers {
+    users: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl SaslUsers {
+    /// Parses a password file: `user:password` lines; blank lines and `#` comments skipped;
+    /// the password is everything after the first colon.
+    pub fn parse(text: &str) -> Result<SaslUsers, String> {
+        let mut users = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim_end_matches('\r');
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((u, p)) = line.split_once(':') else {
+                return Err(format!("line {}: not user:password", i + 1));
+            };
+            if u.is_empty() {
+                return Err(format!("line {}: empty user name", i + 1));
+            }
+            users.push((u.as_bytes().to_vec(), p.as_bytes().to_vec()));
+        }
+        if users.is_empty() {
+            return Err("no users".into());
+        }
+        Ok(SaslUsers { users })
+    }
+
+    /// Whether `user` has password `pass`. Every entry is compared in full, so the time
+    /// taken does not tell which user names exist or how much of a password matched.
+    pub fn verify(&self, user: &[u8], pass: &[u8]) -> bool {
+        let mut ok = false;
+        for (u, p) in &self.users {
+            ok |= ct_eq(u, user) & ct_eq(p, pass);
+        }
+        ok
+    }
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        diff |= usize::from(a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0));
+    }
+    diff == 0
+}
+
+/// A connection's side of the gate while its input is planned.
+pub(crate) struct Gate<'a> {
+    /// Some when `-S` is on.
+    pub users: Option<&'a SaslUsers>,
+    pub authed: bool,
+    /// SASL commands seen and failed authentications, for `auth_cmds` / `auth_errors`.
+    pub cmds: u64,
+    pub errors: u64,
+}
+
+impl Gate<'_> {
+    pub fn open(&self) -> bool {
+        self.users.is_none() || self.authed
+    }
+}
+
+/// What the gate decided about one binary request.
+pub(crate) enum Verdict {
+    /// Not a SASL command, and the connection may run it.
+    Pass,
+    /// Answered here; go on with the next request.
+    Answered,
+    /// Answered here; close the connection after the reply.
+    Close,
+}
+
+/// Runs the gate for one binary request: SASL commands are answered here (PLAIN is checked
+/// at once, so requests pipelined behind an AUTH see its outcome), and anything else on a
+/// connection that has not authenticated gets `Auth failure.` and a hang-up.
+pub(crate) fn gate_binary(
+    r: &BinRequest<'_>,
+    gate: &mut Gate<'_>,
+    steps: &mut Vec<Step>,
+) -> Verdict {
+    let is_sasl = matches!(
+        r.opcode,
+        op::SASL_LIST_MECHS | op::SASL_AUTH | op::SASL_STEP
+    );
+    let Some(users) = gate.users else {
+        // Without -S memcached does not know these commands.
+        return Verdict::Pass;
+    };
+    let reply = |steps: &mut Vec<Step>, st: u16, body: &'static [u8]| {
+        steps.push(Step::Bin(BinStep::Text {
+            opcode: r.opcode,
+            status: st,
+            opaque: r.opaque,
+            body,
+        }))
+    };
+    if !is_sasl {
+        if gate.authed || r.opcode == op::VERSION {
+            return Verdict::Pass;
+        }
+        reply(steps, status::AUTH_ERROR, b"");
+        return Verdict::Close;
+    }
+    gate.cmds += 1;
+    match r.opcode {
+        op::SASL_LIST_MECHS => reply(steps, status::SUCCESS, b"PLAIN"),
+        _ if r.key.is_empty() => {
+            gate.errors += 1;
+            reply(steps, status::EINVAL, b"");
+            return Verdict::Close;
+        }
+        op::SASL_AUTH if r.key == b"PLAIN" => {
+            match sasl_plain(r.value).filter(|(u, p)| users.verify(u, p)) {
+                Some(_) => {
+                    gate.authed = true;
+                    reply(steps, status::SUCCESS, b"Authenticated");
+                }
+                None => {
+                    gate.errors += 1;
+                    reply(steps, status::AUTH_ERROR, b"");
+                }
+            }
+        }
+        // Another mechanism, or a STEP (PLAIN has no second step).
+        _ => {
+            gate.errors += 1;
+            reply(steps, status::AUTH_ERROR, b"");
+        }
+    }
+    Verdict::Answered
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn password_files_like_memcacheds_pwdb() {
+        let u = SaslUsers::parse("# users\nalice:secret\n\nbob:with:colon\r\n").unwrap();
+        assert!(u.verify(b"alice", b"secret"));
+        assert!(u.verify(b"bob", b"with:colon"));
+        assert!(!u.verify(b"alice", b"secre"));
+        assert!(!u.verify(b"alice", b"secret2"));
+        assert!(!u.verify(b"carol", b"secret"));
+        assert!(!u.verify(b"", b""));
+        assert!(SaslUsers::parse("nocolon\n").is_err());
+        assert!(SaslUsers::parse(":pw\n").is_err());
+        assert!(SaslUsers::parse("\n# none\n").is_err());
+    }
+
+    fn req(opcode: u8, key: &'static [u8], value: &'static [u8]) -> BinRequest<'static> {
+        BinRequest {
+            opcode,
+            key,
+            extras: &[],
+            value,
+            opaque: 7,
+            cas: 0,
+        }
+    }
+
+    fn statuses(steps: &[Step]) -> Vec<u16> {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Bin(BinStep::Text { status, .. }) => *status,
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_gate_lets_nothing_but_version_and_sasl_through_before_auth() {
+        let users = SaslUsers::parse("alice:secret").unwrap();
+        let mut g = Gate {
+            users: Some(&users),
+            authed: false,
+            cmds: 0,
+            errors: 0,
+        };
+        let mut steps = Vec::new();
+        assert!(matches!(
+            gate_binary(&req(op::VERSION, b"", b""), &mut g, &mut steps),
+            Verdict::Pass
+        ));
+        assert!(matches!(
+            gate_binary(&req(op::GET, b"k", b""), &mut g, &mut steps),
+            Verdict::Close
+        ));
+        assert!(matches!(
+            gate_binary(&req(op::SASL_LIST_MECHS, b"", b""), &mut g, &mut steps),
+            Verdict::Answered
+        ));
+        gate_binary(
+            &req(op::SASL_AUTH, b"PLAIN", b"\0alice\0wrong"),
+            &mut g,
+            &mut steps,
+        );
+        assert!(!g.authed);
+        gate_binary(&req(op::SASL_AUTH, b"CRAM-MD5", b"x"), &mut g, &mut steps);
+        assert!(matches!(
+            gate_binary(&req(op::SASL_AUTH, b"", b"x"), &mut g, &mut steps),
+            Verdict::Close
+        ));
+        gate_binary(
+            &req(op::SASL_AUTH, b"PLAIN", b"\0alice\0secret"),
+            &mut g,
+            &mut steps,
+        );
+        assert!(g.authed);
+        assert!(matches!(
+            gate_binary(&req(op::GET, b"k", b""), &mut g, &mut steps),
+            Verdict::Pass
+        ));
+        assert_eq!(
+            statuses(&steps),
+            [
+                status::AUTH_ERROR,
+                status::SUCCESS,
+                status::AUTH_ERROR,
+                status::AUTH_ERROR,
+                status::EINVAL,
+                status::SUCCESS
+            ]
+        );
+        assert_eq!((g.cmds, g.errors), (5, 3));
+    }
+
+    #[test]
+    fn without_sasl_the_gate_is_open_and_sasl_commands_are_unknown() {
+        let mut g = Gate {
+            users: None,
+            authed: false,
+            cmds: 0,
+            errors: 0,
+        };
+        let mut steps = Vec::new();
+        assert!(g.open());
+        assert!(matches!(
+            gate_binary(&req(op::SASL_LIST_MECHS, b"", b""), &mut g, &mut steps),
+            Verdict::Pass
+        ));
+        assert!(steps.is_empty());
+    }
+}
