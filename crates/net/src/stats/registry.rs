@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use hkv_engine::StoreStats;
-use hkv_engine::{ClassReport, EngineStats};
+use hkv_engine::{ClassReport, EngineStats, ScheduleStats};
 
 use crate::Shared;
 
@@ -28,8 +28,12 @@ pub(crate) enum Val {
     Secs(f64),
     /// A figure with two decimals.
     F2(f64),
+    /// A figure with the given decimals.
+    Fixed(f64, usize),
     S(String),
     Str(&'static str),
+    /// Not reported here (a device figure without a device).
+    Absent,
 }
 
 impl Val {
@@ -38,6 +42,8 @@ impl Val {
             Val::U(v) => v.to_string(),
             Val::Secs(v) => format!("{v:.6}"),
             Val::F2(v) => format!("{v:.2}"),
+            Val::Fixed(v, d) => format!("{v:.d$}"),
+            Val::Absent => String::new(),
             Val::S(s) => s.clone(),
             Val::Str(s) => (*s).to_string(),
         }
@@ -49,6 +55,7 @@ pub(crate) struct Snap<'a> {
     pub shared: &'a Shared,
     pub e: EngineStats,
     pub st: StoreStats,
+    pub sc: ScheduleStats,
     pub now: u32,
 }
 
@@ -194,6 +201,10 @@ pub(crate) static SETTINGS: &[Def] = defs![
 pub(crate) static HKV: &[Def] = defs![
     "engine", Setting, "index backend of partition 0", |s| Val::S(s.shared.engine.backends().swap_remove(0));
     "engine_fallbacks", Counter, "device failures survived on the CPU", |s| Val::U(s.shared.engine.fallbacks());
+    "device_batches", Counter, "search batches run on the device", |s| s.shared.engine.device_timing().map_or(Val::Absent, |t| Val::U(t.0));
+    "device_copy_us", Counter, "device time copying (profiling events)", |s| s.shared.engine.device_timing().map_or(Val::Absent, |t| Val::U(t.1 / 1000));
+    "device_kernel_us", Counter, "device time in kernels (profiling events)", |s| s.shared.engine.device_timing().map_or(Val::Absent, |t| Val::U(t.2 / 1000));
+    "device_zero_copy", Setting, "1 if the device reads search inputs in place", |s| s.shared.engine.device_zero_copy().map_or(Val::Absent, |z| Val::U(u64::from(z)));
     "partitions", Setting, "engine partitions", |s| Val::U(s.shared.engine.partitions() as u64);
     "batches", Counter, "engine batches", |s| s.server(|v| load(&v.batches));
     "batched_requests", Counter, "requests in those batches", |s| s.server(|v| load(&v.batched_requests));
@@ -207,6 +218,17 @@ pub(crate) static HKV: &[Def] = defs![
     "expired_on_access", Counter, "items found expired and removed", |s| Val::U(s.e.expired_on_access);
     "expired_swept", Counter, "items removed by the expiry sweep", |s| Val::U(s.e.expired_swept);
     "flushes", Counter, "flush_all runs", |s| Val::U(s.e.flushes);
+    "batch_interval_us", Gauge, "the scheduler's batch interval C", |s| Val::Fixed(s.sc.interval_us, 1);
+    "batch_interval_min_us", Setting, "lower bound of C (--batch-interval-us)", |s| Val::Fixed(s.shared.engine.schedule_bounds().0, 1);
+    "batch_interval_max_us", Setting, "upper bound of C (--batch-interval-us)", |s| Val::Fixed(s.shared.engine.schedule_bounds().1, 1);
+    "avg_search_batch", Gauge, "searches per engine batch", |s| Val::F2(s.sc.searches as f64 / s.sc.batches.max(1) as f64);
+    "avg_write_batch", Gauge, "writes per engine batch", |s| Val::F2(s.sc.writes as f64 / s.sc.batches.max(1) as f64);
+    "fit_search_k_ns", Gauge, "fitted search cost per operation", |s| Val::F2(s.sc.k_search * 1000.0);
+    "fit_search_b_ns", Gauge, "fitted search cost per batch", |s| Val::Fixed(s.sc.b_search * 1000.0, 1);
+    "fit_write_k_ns", Gauge, "fitted write cost per operation", |s| Val::F2(s.sc.k_write * 1000.0);
+    "fit_write_b_ns", Gauge, "fitted write cost per batch", |s| Val::Fixed(s.sc.b_write * 1000.0, 1);
+    "arrival_per_s", Gauge, "requests per second reaching the engine", |s| Val::Fixed(s.sc.arrival_per_us * 1e6, 0);
+    "get_share", Gauge, "share of those that are reads", |s| Val::Fixed(s.sc.get_share, 3);
     "pending_writes", Gauge, "index writes waiting in the same-key table", |s| Val::U(s.shared.engine.pending_writes() as u64);
     "forwarded_reads", Counter, "reads answered from the same-key table", |s| Val::U(s.e.forwarded_reads);
     "deferred_reads", Counter, "reads moved to a later pass by the value budget", |s| Val::U(s.e.deferred_reads);
@@ -309,15 +331,16 @@ fn snap(shared: &Shared, now: u32) -> Snap<'_> {
         shared,
         e: shared.engine.stats(),
         st: shared.engine.store_stats(),
+        sc: shared.engine.schedule_stats(),
         now,
     }
 }
 
 fn pairs_of(defs: &[Def], s: &Snap, base: &Baseline) -> Vec<(String, String)> {
     defs.iter()
-        .map(|d| {
+        .filter_map(|d| {
             let v = base.adjust(d.name, d.kind, (d.get)(s));
-            (d.name.to_string(), v.render())
+            (!matches!(v, Val::Absent)).then(|| (d.name.to_string(), v.render()))
         })
         .collect()
 }
@@ -516,5 +539,6 @@ mod tests {
     fn values_render_like_memcached() {
         assert_eq!(Val::Secs(1.5).render(), "1.500000");
         assert_eq!(Val::F2(1.25).render(), "1.25");
+        assert_eq!(Val::Fixed(2.0, 1).render(), "2.0");
     }
 }
