@@ -49,6 +49,9 @@ export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$(mktemp -d)}
 step "format"
 cargo fmt --all -- --check
 
+step "module layering (no import cycles)"
+python3 scripts/check-import-cycles.py crates/*
+
 step "lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

@@ -3,57 +3,8 @@
 use hkv_engine::{Op, Request, Response, Responses};
 use hkv_proto::binary::{op, status, write_header, write_simple, BinRequest};
 
-use crate::respond::Step;
-use crate::Shared;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BinKind {
-    Get { with_key: bool },
-    Store,
-    Delete,
-    Arith,
-    Touch,
-}
-
-#[derive(Debug)]
-pub(crate) enum BinStep {
-    /// A reply built from engine result `idx`.
-    Engine {
-        kind: BinKind,
-        idx: u32,
-        opcode: u8,
-        opaque: u32,
-        quiet: bool,
-        key_off: u32,
-        key_len: u32,
-    },
-    /// A fixed status (errors, NOOP, QUIT, FLUSH done).
-    Status {
-        opcode: u8,
-        status: u16,
-        opaque: u32,
-    },
-    Version {
-        opaque: u32,
-    },
-    /// A status with a fixed body on success (SASL's `Authenticated`, `PLAIN`); a failure
-    /// carries the status's own message.
-    Text {
-        opcode: u8,
-        status: u16,
-        opaque: u32,
-        body: &'static [u8],
-    },
-    Flush {
-        delay: i64,
-        opaque: u32,
-        quiet: bool,
-    },
-    Stat {
-        opaque: u32,
-        group: Vec<u8>,
-    },
-}
+use crate::shared::Shared;
+use crate::step::{BinKind, BinStep, Step};
 
 fn quiet(opcode: u8) -> bool {
     matches!(
@@ -247,7 +198,7 @@ pub(crate) fn write(
             status::SUCCESS,
             opaque,
             0,
-            crate::respond::VERSION.as_bytes(),
+            crate::reply::VERSION.as_bytes(),
         ),
         BinStep::Text {
             opcode,

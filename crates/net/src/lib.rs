@@ -6,12 +6,17 @@
 //! responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
 
 mod binary;
+mod config;
 mod conn;
+mod counters;
 mod meta;
 mod plan;
+mod reply;
 mod respond;
 mod sasl;
+mod shared;
 mod stats;
+mod step;
 mod udp;
 mod worker;
 
@@ -22,64 +27,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use hkv_engine::SharedEngine;
-use hkv_proto::text::Limits;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 
+pub use config::NetConfig;
+pub use counters::ServerStats;
 pub use sasl::SaslUsers;
-pub use stats::ServerStats;
 
-#[derive(Clone, Debug)]
-pub struct NetConfig {
-    pub listen: SocketAddr,
-    /// `-U`: a UDP listener for text-protocol requests, off unless asked for (UDP
-    /// reflection attacks are why memcached turned it off by default).
-    pub udp_listen: Option<SocketAddr>,
-    pub threads: usize,
-    /// `-c`: connections beyond this are told so and closed.
-    pub max_connections: usize,
-    pub limits: Limits,
-    /// memcached's `-A`: allow the `shutdown` command.
-    pub enable_shutdown: bool,
-    /// Bytes of pending output after which a connection's input is left unread until the
-    /// client reads its responses.
-    pub output_high_water: usize,
-    pub verbose: u8,
-    /// Settings echoed by `stats settings`.
-    pub memory_limit: usize,
-    pub growth_factor: f64,
-    pub page_size: usize,
-    /// memcached's `-o idle_timeout`: a connection that neither sends nor takes bytes for
-    /// this long is closed. None: never.
-    pub idle_timeout: Option<std::time::Duration>,
-    /// Bytes all connections' buffers may hold together; above it, connections holding more
-    /// than a small floor stop being read until the total falls (docs/reliability.md).
-    pub conn_buffer_limit: usize,
-    /// `-S`: SASL over the binary protocol, with these users; every other protocol and
-    /// transport is refused (docs/protocol.md).
-    pub sasl: Option<Arc<SaslUsers>>,
-}
-
-impl Default for NetConfig {
-    fn default() -> Self {
-        NetConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
-            udp_listen: None,
-            threads: 4,
-            max_connections: 1024,
-            limits: Limits::default(),
-            enable_shutdown: false,
-            output_high_water: 1 << 20,
-            verbose: 0,
-            memory_limit: 64 << 20,
-            growth_factor: 1.25,
-            page_size: 1 << 20,
-            idle_timeout: None,
-            conn_buffer_limit: 64 << 20,
-            sasl: None,
-        }
-    }
-}
+use shared::Shared;
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
@@ -92,29 +47,6 @@ pub enum NetError {
          raise it (ulimit -n) or ask for fewer connections"
     )]
     FileLimit { conns: usize, need: u64, limit: u64 },
-}
-
-/// What workers share.
-pub(crate) struct Shared {
-    pub engine: SharedEngine,
-    pub config: NetConfig,
-    pub stats: ServerStats,
-    /// Counter values at the last `stats reset`.
-    pub stats_base: std::sync::Mutex<stats::Baseline>,
-    pub stop: AtomicBool,
-    /// Every thread's waker, so any thread can stop the server.
-    pub wakers: std::sync::OnceLock<Vec<Arc<Waker>>>,
-    pub started: std::time::Instant,
-}
-
-impl Shared {
-    /// Stops every thread: sets the flag, then wakes each event loop to see it.
-    pub(crate) fn stop_all(&self) {
-        self.stop.store(true, Ordering::SeqCst);
-        for w in self.wakers.get().into_iter().flatten() {
-            let _ = w.wake();
-        }
-    }
 }
 
 /// A running server. Dropping it does not stop it; call [`Server::shutdown`].

@@ -10,49 +10,10 @@ use bumpalo::Bump;
 use hkv_engine::{hit, Meta, Op, Request, Response, Responses};
 use hkv_proto::text::{decode_key, MetaCmd, MetaFlags};
 
-use crate::respond::{line, Step};
+use crate::reply::{error_line, line, unix_now};
+use crate::step::{Echo, MetaKind, MetaStep, Step};
 
-const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
-const BAD_KEY: &str = "CLIENT_ERROR error decoding key";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MetaKind {
-    Get,
-    Set,
-    Delete,
-    Arith,
-}
-
-/// What a meta reply needs from its request, with tokens kept as places in the read buffer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Echo {
-    /// Return-flag letters in request order.
-    ret: [u8; 17],
-    ret_len: u8,
-    /// The key token as sent (base64 when `b`), and the opaque token.
-    key: (u32, u32),
-    opaque: (u32, u32),
-    base64: bool,
-    quiet: bool,
-    value: bool,
-}
-
-#[derive(Debug)]
-pub(crate) enum MetaStep {
-    Noop,
-    Reply {
-        kind: MetaKind,
-        idx: u32,
-        echo: Echo,
-        /// `mg C<cas>`: drop the value if the item's CAS matches.
-        unless_cas: Option<u64>,
-    },
-    Debug {
-        idx: u32,
-        key: (u32, u32),
-        base64: bool,
-    },
-}
+use hkv_proto::errors::{meta::BAD_KEY, BAD_FORMAT};
 
 /// Plans one meta command. Always returns false (no barrier).
 pub(crate) fn plan_meta<'a>(
@@ -194,7 +155,7 @@ fn plan_request<'a>(
                 b'R' => Op::Replace,
                 b'A' => Op::Append,
                 b'P' => Op::Prepend,
-                _ => return Err("CLIENT_ERROR invalid mode for ms M token"),
+                _ => return Err(hkv_proto::errors::meta::MS_MODE),
             };
             meta.invalidate = f.invalidate;
             if matches!(op, Op::Append | Op::Prepend) {
@@ -227,7 +188,7 @@ fn plan_request<'a>(
             let mut req = match f.mode {
                 None | Some(b'I' | b'+') => Request::incr(key, delta),
                 Some(b'D' | b'-') => Request::decr(key, delta),
-                Some(_) => return Err("CLIENT_ERROR invalid mode for ma M token"),
+                Some(_) => return Err(hkv_proto::errors::meta::MA_MODE),
             };
             if let Some(ttl) = f.vivify {
                 req.initial = Some(f.initial.unwrap_or(0));
@@ -334,7 +295,7 @@ pub(crate) fn write(
     class_of: impl Fn(usize) -> usize,
     out: &mut Vec<u8>,
 ) {
-    let now = crate::worker::unix_now();
+    let now = unix_now();
     match m {
         MetaStep::Noop => line(out, "MN"),
         MetaStep::Debug { idx, key, base64 } => match res.results[*idx as usize] {
@@ -490,7 +451,7 @@ fn write_reply(
         (_, Response::Exists) => "EX",
         (_, Response::NotFound | Response::Miss) => "NF",
         (_, other) => {
-            line(out, crate::respond::error_line(other));
+            line(out, error_line(other));
             return;
         }
     };

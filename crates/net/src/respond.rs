@@ -5,47 +5,9 @@ use std::sync::atomic::Ordering;
 
 use hkv_engine::{Response, Responses};
 
-use crate::Shared;
-
-/// One piece of a connection's reply, in request order.
-#[derive(Debug)]
-pub(crate) enum Step {
-    /// A fixed line; `\r\n` is appended.
-    Text(&'static str),
-    /// One key of a get: a VALUE block on a hit, nothing on a miss.
-    Value {
-        idx: u32,
-        key_off: u32,
-        key_len: u32,
-        cas: bool,
-    },
-    /// The reply of a storage, delete, incr/decr or touch command.
-    Reply {
-        idx: u32,
-        noreply: bool,
-    },
-    Flush {
-        delay: i64,
-        noreply: bool,
-    },
-    Version,
-    Shutdown,
-    Stats(Vec<Vec<u8>>),
-    MemLimit {
-        megabytes: u64,
-        noreply: bool,
-    },
-    MetaDump(Option<Vec<u32>>),
-    Reassign {
-        from: i64,
-        to: i64,
-    },
-    Automove(u8),
-    Meta(crate::meta::MetaStep),
-    Bin(crate::binary::BinStep),
-}
-
-pub(crate) const VERSION: &str = concat!("1.6.21-hkv", env!("CARGO_PKG_VERSION"));
+use crate::reply::{error_line, line, VERSION};
+use crate::shared::Shared;
+use crate::step::Step;
 
 /// Appends the bytes of `step` to `out`. Returns true if the server must stop.
 pub(crate) fn write(
@@ -101,15 +63,12 @@ pub(crate) fn write(
             if shared.config.enable_shutdown {
                 return true;
             }
-            line(out, "ERROR: shutdown not enabled");
+            line(out, hkv_proto::errors::admin::SHUTDOWN_DISABLED);
         }
         Step::Stats(ref args) => crate::stats::write_stats(args, shared, now, out),
         Step::MemLimit { megabytes, noreply } => {
             if megabytes < 8 {
-                line(
-                    out,
-                    "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m",
-                );
+                line(out, hkv_proto::errors::admin::MEMLIMIT_TOO_SMALL);
             } else {
                 let bytes =
                     usize::try_from(megabytes.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
@@ -147,11 +106,6 @@ pub(crate) fn write(
     false
 }
 
-pub(crate) fn line(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(s.as_bytes());
-    out.extend_from_slice(b"\r\n");
-}
-
 /// memcached's words for each engine result.
 fn reply(out: &mut Vec<u8>, r: &Response) {
     match *r {
@@ -165,19 +119,5 @@ fn reply(out: &mut Vec<u8>, r: &Response) {
             let _ = write!(out, "{n}\r\n");
         }
         ref other => line(out, error_line(other)),
-    }
-}
-
-/// memcached's error line for an engine result that is a failure (or, for a result a
-/// command cannot produce, a server error rather than silence).
-pub(crate) fn error_line(r: &Response) -> &'static str {
-    match r {
-        Response::NonNumeric => "CLIENT_ERROR cannot increment or decrement non-numeric value",
-        Response::TooLarge => "SERVER_ERROR object too large for cache",
-        Response::OutOfMemory => "SERVER_ERROR out of memory storing object",
-        Response::KeyTooLong => "CLIENT_ERROR bad command line format",
-        // Only reads are deferred, and a pass stops its client before the first of them.
-        Response::Deferred => "SERVER_ERROR out of memory writing get response",
-        _ => "SERVER_ERROR unexpected engine response",
     }
 }

@@ -4,8 +4,7 @@
 
 use hkv_proto::binary::{op, sasl_plain, status, BinRequest};
 
-use crate::binary::BinStep;
-use crate::respond::Step;
+use crate::step::{BinStep, Step};
 
 /// The users `-S` accepts: memcached's `MEMCACHED_SASL_PWDB` file, one `user:password` per
 /// line.

@@ -13,11 +13,13 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::conn::Conn;
+use crate::counters::TaskTimes;
 use crate::plan::{parse_input, InputEnd, PassBudget, ReadMark};
-use crate::respond::{self, Step};
+use crate::reply::unix_now;
+use crate::respond;
 use crate::sasl::Gate;
-use crate::stats::TaskTimes;
-use crate::Shared;
+use crate::shared::Shared;
+use crate::step::Step;
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
 const UDP: Token = Token(usize::MAX - 1);
@@ -387,7 +389,7 @@ impl Worker {
                         crate::udp::Frame::MultiPacket { id } => {
                             for dg in crate::udp::datagrams(
                                 id,
-                                b"SERVER_ERROR multi-packet request not supported\r\n",
+                                format!("{}\r\n", hkv_proto::errors::MULTI_PACKET).as_bytes(),
                             ) {
                                 let _ = sock.send_to(&dg, peer);
                             }
@@ -592,10 +594,7 @@ impl Worker {
             if unfinished {
                 // One datagram gets one pass: what did not fit in it is refused as memcached
                 // refuses a reply it cannot make room for.
-                respond::line(
-                    &mut reply,
-                    "SERVER_ERROR out of memory writing get response",
-                );
+                crate::reply::line(&mut reply, hkv_proto::errors::GET_OUT_OF_MEMORY);
             }
             if let Some(sock) = self.udp.as_ref() {
                 for dg in crate::udp::datagrams(r.id, &reply) {
@@ -703,11 +702,4 @@ fn flush(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
         }
     }
     Ok(())
-}
-
-pub(crate) fn unix_now() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as u32)
-        .unwrap_or(0)
 }

@@ -3,6 +3,7 @@
 //! request", and every bad request gets memcached's own error string.
 
 pub mod binary;
+pub mod errors;
 pub mod text;
 pub mod udp;
 

@@ -23,7 +23,7 @@ fn counters_are_counted_and_reset_gauges_are_not() {
         "STORED\r\nSTORED\r\n",
     );
     c.call("touch a 100\r\n", "\r\n");
-    c.call("cas a 0 0 1 1\r\n3\r\n", "\r\n");
+    c.call("cas a 0 0 1 999999999\r\n3\r\n", "\r\n");
     c.call("mn\r\nmg a v\r\n", "1\r\n");
     assert_eq!(stat(&mut c, "", "cmd_set"), "3");
     assert_eq!(stat(&mut c, "", "cmd_touch"), "1");

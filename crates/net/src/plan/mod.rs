@@ -20,8 +20,8 @@ use hkv_proto::binary::BinParsed;
 use hkv_proto::text::Limits;
 
 use crate::binary::Flow;
-use crate::respond::Step;
 use crate::sasl::{Gate, Verdict};
+use crate::step::Step;
 use text::{plan_get_keys, plan_text};
 
 /// Most requests taken from one connection in one pass, so one pipelining client cannot
@@ -317,7 +317,7 @@ fn plan_binary<'a>(
     steps: &mut Vec<Step>,
     gate: &mut Gate<'_>,
 ) -> bool {
-    use crate::binary::BinStep;
+    use crate::step::BinStep;
     match hkv_proto::binary::parse(&buf[end.pos..], limits.max_item_size) {
         BinParsed::Incomplete => true,
         BinParsed::Close => {

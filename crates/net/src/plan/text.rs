@@ -6,7 +6,7 @@ use hkv_engine::{Op, Request};
 use hkv_proto::text::{self, ArithOp, Command, Parsed, StoreOp};
 
 use super::{Client, GetCont, InputEnd, PassBudget, ReadMark, MAX_KEYS_PER_CONN_PASS};
-use crate::respond::Step;
+use crate::step::Step;
 
 /// Plans one text or meta request. Returns true if parsing must stop after it.
 pub(super) fn plan_text<'a>(

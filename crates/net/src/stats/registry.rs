@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 use hkv_engine::StoreStats;
 use hkv_engine::{ClassReport, EngineStats, ScheduleStats};
 
-use crate::Shared;
+use crate::counters::{Baseline, ServerStats};
+use crate::shared::Shared;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -60,7 +61,7 @@ pub(crate) struct Snap<'a> {
 }
 
 impl Snap<'_> {
-    fn server(&self, f: impl Fn(&super::ServerStats) -> u64) -> Val {
+    fn server(&self, f: impl Fn(&ServerStats) -> u64) -> Val {
         Val::U(f(&self.shared.stats))
     }
 }
@@ -101,7 +102,7 @@ pub(crate) static GENERAL: &[Def] = defs![
     "pid", Gauge, "process id", |_| Val::U(u64::from(std::process::id()));
     "uptime", Gauge, "seconds since the server started", |s| Val::U(s.shared.started.elapsed().as_secs());
     "time", Gauge, "current Unix time", |s| Val::U(u64::from(s.now));
-    "version", Setting, "server version", |_| Val::Str(crate::respond::VERSION);
+    "version", Setting, "server version", |_| Val::Str(crate::reply::VERSION);
     "pointer_size", Setting, "bits in a pointer", |_| Val::U(u64::from(usize::BITS));
     "rusage_user", Counter, "user CPU seconds", |_| Val::Secs(rusage().0);
     "rusage_system", Counter, "system CPU seconds", |_| Val::Secs(rusage().1);
@@ -311,18 +312,11 @@ pub(crate) enum StatsReply {
     Raw(Vec<u8>),
 }
 
-/// Counter values at the last `stats reset`, subtracted from what is reported.
-#[derive(Default)]
-pub(crate) struct Baseline {
-    at: HashMap<String, u64>,
-}
-
-impl Baseline {
-    fn adjust(&self, name: &str, kind: Kind, v: Val) -> Val {
-        match (kind, v, self.at.get(name)) {
-            (Kind::Counter, Val::U(x), Some(&b)) => Val::U(x.saturating_sub(b)),
-            (_, v, _) => v,
-        }
+/// A counter as reported: what it counted since the last `stats reset`.
+fn adjust(base: &Baseline, name: &str, kind: Kind, v: Val) -> Val {
+    match (kind, v, base.at.get(name)) {
+        (Kind::Counter, Val::U(x), Some(&b)) => Val::U(x.saturating_sub(b)),
+        (_, v, _) => v,
     }
 }
 
@@ -339,7 +333,7 @@ fn snap(shared: &Shared, now: u32) -> Snap<'_> {
 fn pairs_of(defs: &[Def], s: &Snap, base: &Baseline) -> Vec<(String, String)> {
     defs.iter()
         .filter_map(|d| {
-            let v = base.adjust(d.name, d.kind, (d.get)(s));
+            let v = adjust(base, d.name, d.kind, (d.get)(s));
             (!matches!(v, Val::Absent)).then(|| (d.name.to_string(), v.render()))
         })
         .collect()
@@ -359,7 +353,7 @@ fn class_pairs(
         }
         for f in fields {
             let name = format!("{prefix}{}:{}", i + 1, f.name);
-            let v = base.adjust(&name, f.kind, Val::U((f.get)(c)));
+            let v = adjust(base, &name, f.kind, Val::U((f.get)(c)));
             out.push((name, v.render()));
         }
     }
@@ -429,13 +423,13 @@ fn reset(shared: &Shared, now: u32) {
 fn cachedump(args: &[Vec<u8>], shared: &Shared, now: u32) -> Result<StatsReply, StatsError> {
     let num = |a: Option<&Vec<u8>>| -> Option<usize> { std::str::from_utf8(a?).ok()?.parse().ok() };
     if args.len() < 2 {
-        return Err(StatsError::Line("CLIENT_ERROR bad command line"));
+        return Err(StatsError::Line(hkv_proto::errors::BAD_COMMAND_LINE));
     }
     let (Some(class), Some(limit)) = (num(args.first()), num(args.get(1))) else {
         return Err(StatsError::BadFormat);
     };
     if class == 0 || class > shared.engine.class_reports().len() {
-        return Err(StatsError::Line("CLIENT_ERROR Illegal slab id"));
+        return Err(StatsError::Line(hkv_proto::errors::ILLEGAL_SLAB));
     }
     let limit = if limit == 0 { usize::MAX } else { limit };
     // memcached caps a dump at 2 MB of text.

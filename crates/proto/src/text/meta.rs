@@ -2,8 +2,9 @@
 //! checks them before running anything.
 
 use super::command::MetaCmd;
-use super::parse::{bad_format, Limits, Parsed, BAD_DATA_CHUNK, TOO_LARGE};
+use super::parsed::{bad_format, Limits, Parsed};
 use super::tokens::{parse_i32, parse_u32, parse_u64};
+use crate::errors::{BAD_DATA_CHUNK, ERROR, TOO_LARGE};
 
 /// Every flag letter memcached's meta parser accepts, for every meta command. Flags that do
 /// not apply to a command are accepted and ignored, as memcached does.
@@ -88,34 +89,26 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
         let letter = t[0];
         let value = &t[1..];
         if letter >= 127 || seen[letter as usize] {
-            return Err("CLIENT_ERROR duplicate flag");
+            return Err(crate::errors::meta::DUPLICATE_FLAG);
         }
         seen[letter as usize] = true;
         if !META_FLAG_LETTERS.contains(&letter) {
-            return Err("CLIENT_ERROR invalid flag");
+            return Err(crate::errors::meta::INVALID_FLAG);
         }
-        const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
+        const BAD_TOKEN: &str = crate::errors::meta::BAD_TOKEN;
         match letter {
             b'N' => f.vivify = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
             b'T' => f.ttl = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
             b'R' => f.recache = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
             b'C' => f.compare_cas = Some(parse_u64(value).ok_or(BAD_TOKEN)?),
             b'E' => f.new_cas = Some(parse_u64(value).ok_or(BAD_TOKEN)?),
-            b'F' => {
-                f.client_flags =
-                    Some(parse_u32(value).ok_or("CLIENT_ERROR bad command line format")?)
-            }
+            b'F' => f.client_flags = Some(parse_u32(value).ok_or(crate::errors::BAD_FORMAT)?),
             b'M' => match value {
                 [m] => f.mode = Some(*m),
-                _ => return Err("CLIENT_ERROR incorrect length for M token"),
+                _ => return Err(crate::errors::meta::M_LENGTH),
             },
-            b'J' => {
-                f.initial =
-                    Some(parse_u64(value).ok_or("CLIENT_ERROR invalid numeric initial value")?)
-            }
-            b'D' => {
-                f.delta = Some(parse_u64(value).ok_or("CLIENT_ERROR invalid numeric delta value")?)
-            }
+            b'J' => f.initial = Some(parse_u64(value).ok_or(crate::errors::meta::BAD_INITIAL)?),
+            b'D' => f.delta = Some(parse_u64(value).ok_or(crate::errors::meta::BAD_DELTA)?),
             b'O' => f.opaque = Some(value),
             b'b' => f.base64 = true,
             b'I' => f.invalidate = true,
@@ -137,20 +130,20 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
 fn flags_of<'a>(cmd: &[u8], tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
     if tokens.len() > MAX_FLAGS {
         return Err(if cmd == b"mg" {
-            "CLIENT_ERROR options flags are too long"
+            crate::errors::meta::MG_TOO_MANY_FLAGS
         } else {
-            "CLIENT_ERROR options flags too long"
+            crate::errors::meta::TOO_MANY_FLAGS
         });
     }
     let flags = preparse(tokens).map_err(|e| {
         if cmd == b"md" || cmd == b"ma" {
-            "CLIENT_ERROR invalid or duplicate flag"
+            crate::errors::meta::INVALID_OR_DUPLICATE
         } else {
             e
         }
     })?;
     if flags.opaque.is_some_and(|o| o.len() + 1 > 32) {
-        return Err("CLIENT_ERROR opaque token too long");
+        return Err(crate::errors::meta::OPAQUE_TOO_LONG);
     }
     Ok(flags)
 }
@@ -183,7 +176,7 @@ pub(crate) fn parse<'a>(
         },
         b"mg" | b"md" | b"ma" => {
             let Some(&key) = tokens.get(1) else {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             };
             if key.len() > crate::MAX_KEY_LEN {
                 return bad_format(line_len);
@@ -201,7 +194,7 @@ pub(crate) fn parse<'a>(
         }
         b"ms" => {
             let Some(&key) = tokens.get(1) else {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             };
             let vlen = tokens
                 .get(2)
@@ -212,7 +205,7 @@ pub(crate) fn parse<'a>(
                 return bad_format(line_len);
             };
             if tokens.len() - 3 > MAX_FLAGS {
-                return Parsed::error("CLIENT_ERROR options flags too long", line_len);
+                return Parsed::error(crate::errors::meta::TOO_MANY_FLAGS, line_len);
             }
             // From here on memcached has committed to the data block: errors swallow it.
             let refuse = |error: &'static str, unlink: Option<&'a [u8]>| Parsed::Error {
@@ -246,6 +239,6 @@ pub(crate) fn parse<'a>(
                 total,
             )
         }
-        _ => Parsed::error("ERROR", line_len),
+        _ => Parsed::error(ERROR, line_len),
     }
 }

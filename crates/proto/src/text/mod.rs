@@ -3,6 +3,7 @@
 mod command;
 mod meta;
 mod parse;
+mod parsed;
 mod tokens;
 
 pub use command::{ArithOp, Command, MetaArith, MetaCmd, StoreOp};

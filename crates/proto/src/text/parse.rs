@@ -1,68 +1,14 @@
 //! One request at a time from the front of a read buffer.
 
 use super::command::{ArithOp, Command, StoreOp};
+use super::parsed::bad_format;
+pub use super::parsed::{Limits, Parsed};
 use super::tokens::{parse_i32, parse_u32, parse_u64, split};
 use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
 
-pub(crate) const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
-pub(crate) const BAD_DATA_CHUNK: &str = "CLIENT_ERROR bad data chunk";
-pub(crate) const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
-const BAD_EXPTIME: &str = "CLIENT_ERROR invalid exptime argument";
-const BAD_DELTA: &str = "CLIENT_ERROR invalid numeric delta argument";
-const DELETE_USAGE: &str = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
-
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// `-I`: the largest value a storage command may carry.
-    pub max_item_size: usize,
-    /// The longest get line accepted (gets may exceed the 2048-byte rule, as in memcached).
-    pub max_get_line: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_item_size: 1 << 20,
-            max_get_line: 1 << 20,
-        }
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Parsed<'a> {
-    /// The buffer holds no complete request yet.
-    Incomplete,
-    /// A request occupying the first `len` bytes.
-    Command { cmd: Command<'a>, len: usize },
-    /// A bad request occupying the first `len` bytes. Reply `error` (unless `noreply`), then
-    /// drop `swallow` more bytes as they arrive (a refused data block), and close the
-    /// connection if `close`. `unlink`: memcached removes the key whose new value it refused.
-    Error {
-        error: &'static str,
-        len: usize,
-        swallow: usize,
-        noreply: bool,
-        close: bool,
-        unlink: Option<&'a [u8]>,
-    },
-}
-
-impl<'a> Parsed<'a> {
-    pub(crate) fn error(error: &'static str, len: usize) -> Parsed<'a> {
-        Parsed::Error {
-            error,
-            len,
-            swallow: 0,
-            noreply: false,
-            close: false,
-            unlink: None,
-        }
-    }
-}
-
-pub(crate) fn bad_format<'a>(len: usize) -> Parsed<'a> {
-    Parsed::error(BAD_FORMAT, len)
-}
+use crate::errors::{
+    BAD_DATA_CHUNK, BAD_DELTA, BAD_EXPTIME, BAD_FORMAT, DELETE_USAGE, ERROR, TOO_LARGE,
+};
 
 /// An error for a command that asked for `noreply`: memcached suppresses those replies too.
 fn quiet_error<'a>(error: &'static str, len: usize, noreply: bool) -> Parsed<'a> {
@@ -135,7 +81,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
     }
     let tokens: Vec<&'a [u8]> = split(line).collect();
     let Some(&name) = tokens.first() else {
-        return Parsed::error("ERROR", line_len);
+        return Parsed::error(ERROR, line_len);
     };
     let n = tokens.len();
     let cmd = |cmd: Command<'a>| Parsed::Command { cmd, len: line_len };
@@ -143,7 +89,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
     match name {
         b"get" | b"gets" => {
             if n < 2 {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             }
             let keys = tokens[1..].to_vec();
             if !keys.iter().all(|k| key_ok(k)) {
@@ -157,7 +103,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         b"gat" | b"gats" => {
             // memcached: `gat <exptime>` without a key is not a command at all.
             if n < 3 {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             }
             let Some(exptime) = parse_i32(tokens[1]) else {
                 return Parsed::error(BAD_EXPTIME, line_len);
@@ -183,7 +129,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             };
             let base = if op == StoreOp::Cas { 6 } else { 5 };
             if n != base && n != base + 1 {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             }
             let noreply = n == base + 1 && noreply_at(base);
             let key = tokens[1];
@@ -249,7 +195,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 _ => false,
             };
             if n < 2 {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             }
             let noreply = noreply_at(n - 1);
             if !ok {
@@ -265,7 +211,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         }
         b"incr" | b"decr" => {
             if n != 3 && n != 4 {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             }
             let noreply = n == 4 && noreply_at(3);
             if !key_ok(tokens[1]) {
@@ -289,7 +235,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         }
         b"touch" => {
             if n != 3 && n != 4 {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             }
             let noreply = n == 4 && noreply_at(3);
             if !key_ok(tokens[1]) {
@@ -306,7 +252,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         }
         b"flush_all" => {
             if n > 3 {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             }
             let noreply = n > 1 && noreply_at(n - 1);
             let delay = if n == 1 || (n == 2 && noreply) {
@@ -325,7 +271,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         b"shutdown" => cmd(Command::Shutdown),
         b"verbosity" => {
             if n != 2 && n != 3 {
-                return Parsed::error("ERROR", line_len);
+                return Parsed::error(ERROR, line_len);
             }
             let noreply = noreply_at(n - 1);
             if parse_u64(tokens[1]).is_none() {
@@ -343,7 +289,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     megabytes: mb,
                     noreply,
                 }),
-                _ => Parsed::error("ERROR", line_len),
+                _ => Parsed::error(ERROR, line_len),
             }
         }
         b"slabs" => match (tokens.get(1).copied(), n) {
@@ -353,9 +299,9 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             },
             (Some(b"automove"), 3) => match parse_u32(tokens[2]) {
                 Some(mode) if mode <= 2 => cmd(Command::SlabsAutomove { mode: mode as u8 }),
-                _ => Parsed::error("ERROR", line_len),
+                _ => Parsed::error(ERROR, line_len),
             },
-            _ => Parsed::error("ERROR", line_len),
+            _ => Parsed::error(ERROR, line_len),
         },
         b"lru_crawler" => match (tokens.get(1).copied(), tokens.get(2).copied()) {
             (Some(b"metadump"), Some(b"all")) if n == 3 => cmd(Command::MetaDump { classes: None }),
@@ -366,10 +312,10 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     .collect();
                 match ids {
                     Some(ids) => cmd(Command::MetaDump { classes: Some(ids) }),
-                    None => Parsed::error("BADCLASS invalid class id", line_len),
+                    None => Parsed::error(crate::errors::admin::BAD_CLASS_ID, line_len),
                 }
             }
-            _ => Parsed::error("ERROR", line_len),
+            _ => Parsed::error(ERROR, line_len),
         },
         // A web browser or an HTTP client aimed at the cache port: memcached hangs up
         // rather than answer a request from another protocol.
@@ -386,6 +332,6 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me" => {
             super::meta::parse(buf, line, line_len, limits)
         }
-        _ => Parsed::error("ERROR", line_len),
+        _ => Parsed::error(ERROR, line_len),
     }
 }

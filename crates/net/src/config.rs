@@ -1,0 +1,60 @@
+//! What a server is started with.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hkv_proto::text::Limits;
+
+use crate::sasl::SaslUsers;
+
+#[derive(Clone, Debug)]
+pub struct NetConfig {
+    pub listen: SocketAddr,
+    /// `-U`: a UDP listener for text-protocol requests, off unless asked for (UDP
+    /// reflection attacks are why memcached turned it off by default).
+    pub udp_listen: Option<SocketAddr>,
+    pub threads: usize,
+    /// `-c`: connections beyond this are told so and closed.
+    pub max_connections: usize,
+    pub limits: Limits,
+    /// memcached's `-A`: allow the `shutdown` command.
+    pub enable_shutdown: bool,
+    /// Bytes of pending output after which a connection's input is left unread until the
+    /// client reads its responses.
+    pub output_high_water: usize,
+    pub verbose: u8,
+    /// Settings echoed by `stats settings`.
+    pub memory_limit: usize,
+    pub growth_factor: f64,
+    pub page_size: usize,
+    /// memcached's `-o idle_timeout`: a connection that neither sends nor takes bytes for
+    /// this long is closed. None: never.
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Bytes all connections' buffers may hold together; above it, connections holding more
+    /// than a small floor stop being read until the total falls (docs/reliability.md).
+    pub conn_buffer_limit: usize,
+    /// `-S`: SASL over the binary protocol, with these users; every other protocol and
+    /// transport is refused (docs/protocol.md).
+    pub sasl: Option<Arc<SaslUsers>>,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
+            udp_listen: None,
+            threads: 4,
+            max_connections: 1024,
+            limits: Limits::default(),
+            enable_shutdown: false,
+            output_high_water: 1 << 20,
+            verbose: 0,
+            memory_limit: 64 << 20,
+            growth_factor: 1.25,
+            page_size: 1 << 20,
+            idle_timeout: None,
+            conn_buffer_limit: 64 << 20,
+            sasl: None,
+        }
+    }
+}

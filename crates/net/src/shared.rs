@@ -1,0 +1,33 @@
+//! What every worker thread shares.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use hkv_engine::SharedEngine;
+use mio::Waker;
+
+use crate::config::NetConfig;
+use crate::counters::{Baseline, ServerStats};
+
+/// What workers share.
+pub(crate) struct Shared {
+    pub engine: SharedEngine,
+    pub config: NetConfig,
+    pub stats: ServerStats,
+    /// Counter values at the last `stats reset`.
+    pub stats_base: std::sync::Mutex<Baseline>,
+    pub stop: AtomicBool,
+    /// Every thread's waker, so any thread can stop the server.
+    pub wakers: std::sync::OnceLock<Vec<Arc<Waker>>>,
+    pub started: std::time::Instant,
+}
+
+impl Shared {
+    /// Stops every thread: sets the flag, then wakes each event loop to see it.
+    pub(crate) fn stop_all(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for w in self.wakers.get().into_iter().flatten() {
+            let _ = w.wake();
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! What planning leaves for WR: one step per reply piece, in request order. Pure data, so the
+//! planners (meta, binary, text) and the composers share it without depending on each other.
+
+/// One piece of a connection's reply, in request order.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// A fixed line; `\r\n` is appended.
+    Text(&'static str),
+    /// One key of a get: a VALUE block on a hit, nothing on a miss.
+    Value {
+        idx: u32,
+        key_off: u32,
+        key_len: u32,
+        cas: bool,
+    },
+    /// The reply of a storage, delete, incr/decr or touch command.
+    Reply {
+        idx: u32,
+        noreply: bool,
+    },
+    Flush {
+        delay: i64,
+        noreply: bool,
+    },
+    Version,
+    Shutdown,
+    Stats(Vec<Vec<u8>>),
+    MemLimit {
+        megabytes: u64,
+        noreply: bool,
+    },
+    MetaDump(Option<Vec<u32>>),
+    Reassign {
+        from: i64,
+        to: i64,
+    },
+    Automove(u8),
+    Meta(MetaStep),
+    Bin(BinStep),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MetaKind {
+    Get,
+    Set,
+    Delete,
+    Arith,
+}
+
+/// What a meta reply needs from its request, with tokens kept as places in the read buffer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Echo {
+    /// Return-flag letters in request order.
+    pub ret: [u8; 17],
+    pub ret_len: u8,
+    /// The key token as sent (base64 when `b`), and the opaque token.
+    pub key: (u32, u32),
+    pub opaque: (u32, u32),
+    pub base64: bool,
+    pub quiet: bool,
+    pub value: bool,
+}
+
+#[derive(Debug)]
+pub(crate) enum MetaStep {
+    Noop,
+    Reply {
+        kind: MetaKind,
+        idx: u32,
+        echo: Echo,
+        /// `mg C<cas>`: drop the value if the item's CAS matches.
+        unless_cas: Option<u64>,
+    },
+    Debug {
+        idx: u32,
+        key: (u32, u32),
+        base64: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BinKind {
+    Get { with_key: bool },
+    Store,
+    Delete,
+    Arith,
+    Touch,
+}
+
+#[derive(Debug)]
+pub(crate) enum BinStep {
+    /// A reply built from engine result `idx`.
+    Engine {
+        kind: BinKind,
+        idx: u32,
+        opcode: u8,
+        opaque: u32,
+        quiet: bool,
+        key_off: u32,
+        key_len: u32,
+    },
+    /// A fixed status (errors, NOOP, QUIT, FLUSH done).
+    Status {
+        opcode: u8,
+        status: u16,
+        opaque: u32,
+    },
+    Version {
+        opaque: u32,
+    },
+    /// A status with a fixed body on success (SASL's `Authenticated`, `PLAIN`); a failure
+    /// carries the status's own message.
+    Text {
+        opcode: u8,
+        status: u16,
+        opaque: u32,
+        body: &'static [u8],
+    },
+    Flush {
+        delay: i64,
+        opaque: u32,
+        quiet: bool,
+    },
+    Stat {
+        opaque: u32,
+        group: Vec<u8>,
+    },
+}

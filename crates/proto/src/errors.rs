@@ -1,0 +1,42 @@
+//! memcached's error lines, each written once. Every reply that reports an error takes its
+//! words from here, so a client sees exactly what memcached 1.6 would send.
+
+pub const ERROR: &str = "ERROR";
+pub const BAD_FORMAT: &str = "CLIENT_ERROR bad command line format";
+pub const BAD_COMMAND_LINE: &str = "CLIENT_ERROR bad command line";
+pub const BAD_DATA_CHUNK: &str = "CLIENT_ERROR bad data chunk";
+pub const BAD_EXPTIME: &str = "CLIENT_ERROR invalid exptime argument";
+pub const BAD_DELTA: &str = "CLIENT_ERROR invalid numeric delta argument";
+pub const DELETE_USAGE: &str =
+    "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]";
+pub const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
+pub const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
+pub const OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory storing object";
+pub const GET_OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory writing get response";
+pub const UNEXPECTED: &str = "SERVER_ERROR unexpected engine response";
+pub const MULTI_PACKET: &str = "SERVER_ERROR multi-packet request not supported";
+pub const ILLEGAL_SLAB: &str = "CLIENT_ERROR Illegal slab id";
+
+/// Meta commands.
+pub mod meta {
+    pub const DUPLICATE_FLAG: &str = "CLIENT_ERROR duplicate flag";
+    pub const INVALID_FLAG: &str = "CLIENT_ERROR invalid flag";
+    pub const INVALID_OR_DUPLICATE: &str = "CLIENT_ERROR invalid or duplicate flag";
+    pub const BAD_TOKEN: &str = "CLIENT_ERROR bad token in command line format";
+    pub const M_LENGTH: &str = "CLIENT_ERROR incorrect length for M token";
+    pub const BAD_INITIAL: &str = "CLIENT_ERROR invalid numeric initial value";
+    pub const BAD_DELTA: &str = "CLIENT_ERROR invalid numeric delta value";
+    pub const MG_TOO_MANY_FLAGS: &str = "CLIENT_ERROR options flags are too long";
+    pub const TOO_MANY_FLAGS: &str = "CLIENT_ERROR options flags too long";
+    pub const OPAQUE_TOO_LONG: &str = "CLIENT_ERROR opaque token too long";
+    pub const MS_MODE: &str = "CLIENT_ERROR invalid mode for ms M token";
+    pub const MA_MODE: &str = "CLIENT_ERROR invalid mode for ma M token";
+    pub const BAD_KEY: &str = "CLIENT_ERROR error decoding key";
+}
+
+/// Administrative commands.
+pub mod admin {
+    pub const SHUTDOWN_DISABLED: &str = "ERROR: shutdown not enabled";
+    pub const MEMLIMIT_TOO_SMALL: &str = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
+    pub const BAD_CLASS_ID: &str = "BADCLASS invalid class id";
+}
