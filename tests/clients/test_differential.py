@@ -78,6 +78,10 @@ def normalise(reply):
     reply = re.sub(rb" c\d+", b" cCAS", reply)
     # me: memcached's item header and slab classes are its own.
     reply = re.sub(rb"cas=\d+ (fetch=\w+) cls=\d+ size=\d+", rb"cas=CAS \1 cls=N size=N", reply)
+    # me: a second may tick between the write and the debug line on either server (the
+    # OpenCL engine batches), so last access 0 and 1 and a TTL one second short are the same.
+    reply = re.sub(rb" la=[01] ", b" la=0~1 ", reply)
+    reply = re.sub(rb" exp=(\d+)9 ", lambda m: b" exp=%d0 " % (int(m.group(1)) + 1), reply)
     return reply
 
 

@@ -8,8 +8,8 @@ use hkv_mem::{Arena, ArenaError};
 use hkv_store::{SlabStore, StoreConfig, StoreStats};
 
 use crate::partition::{Partition, ValueBudget};
-use crate::request::{After, Request, Response, Responses};
 use crate::stats::EngineStats;
+use hkv_types::{After, Request, Response, Responses};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {

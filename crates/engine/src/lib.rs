@@ -11,7 +11,6 @@ mod engine;
 mod index;
 mod partition;
 mod pending;
-mod request;
 mod schedule;
 mod shared;
 mod stats;
@@ -21,8 +20,8 @@ pub use hkv_index::set_hash_seed;
 /// Bytes of item header beside key and value (what `me` counts in an item's size).
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats};
+pub use hkv_types::{hit, After, Meta, Op, Request, Response, Responses};
 pub use partition::Partition;
-pub use request::{hit, After, Meta, Op, Request, Response, Responses};
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};
 pub use shared::{ClassStats, ItemSummary, Scratch, SharedEngine};
 pub use stats::EngineStats;

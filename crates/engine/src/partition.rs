@@ -8,8 +8,8 @@ use hkv_store::{
 
 use crate::index::Index;
 use crate::pending::{SameKeyTable, Waiting};
-use crate::request::{After, Op, Request, Response, Responses};
 use crate::stats::EngineStats;
+use hkv_types::{After, Op, Request, Response, Responses};
 
 mod meta;
 
@@ -588,22 +588,7 @@ impl Partition {
         data: &mut Vec<u8>,
         group_bytes: &mut Vec<usize>,
     ) {
-        // IN: one batched search for the whole group.
-        self.group_hashes.clear();
-        self.group_hashes
-            .extend(self.group.iter().map(|&i| hashes[i as usize]));
-        self.group_locs.clear();
-        self.group_locs.resize(self.group.len(), NO_LOCATION);
-        let t = std::time::Instant::now();
-        self.index.search(
-            &self.store,
-            &self.group_hashes,
-            &mut self.group_locs,
-            &mut self.dropped,
-        );
-        self.timing.reads += self.group.len() as u64;
-        self.timing.search_ns += t.elapsed().as_nanos() as u64;
-        self.free_dropped();
+        self.in_search_group(hashes);
         // Data forwarding: a key with a waiting write is answered from the same-key table.
         if !self.pending.is_empty() && !fault::skip_forwarding() {
             for (j, &i) in self.group.iter().enumerate() {
@@ -632,6 +617,25 @@ impl Partition {
         self.group.clear();
     }
 
+    /// IN: one batched index search for the whole read group.
+    fn in_search_group(&mut self, hashes: &[KeyHash]) {
+        self.group_hashes.clear();
+        self.group_hashes
+            .extend(self.group.iter().map(|&i| hashes[i as usize]));
+        self.group_locs.clear();
+        self.group_locs.resize(self.group.len(), NO_LOCATION);
+        let t = std::time::Instant::now();
+        self.index.search(
+            &self.store,
+            &self.group_hashes,
+            &mut self.group_locs,
+            &mut self.dropped,
+        );
+        self.timing.reads += self.group.len() as u64;
+        self.timing.search_ns += t.elapsed().as_nanos() as u64;
+        self.free_dropped();
+    }
+
     fn read_one(
         &mut self,
         req: &Request<'_>,
@@ -643,7 +647,7 @@ impl Partition {
     ) -> Response {
         let mut expired = false;
         if let Some(item) = self.store.get(loc) {
-            if item.key() == req.key {
+            if kc_key_matches(&item, req.key) {
                 if !item.is_expired(now) {
                     if req.deferrable {
                         let g = req.group as usize;
@@ -660,7 +664,7 @@ impl Partition {
                         group_bytes[g] += item.value_len();
                     }
                     self.stats.get_hits += 1;
-                    return self.answer_hit(req, loc, now, data);
+                    return self.rd_answer_hit(req, loc, now, data);
                 }
                 expired = true;
             } else {
@@ -687,7 +691,7 @@ impl Partition {
             }
         };
         let item = self.store.get(loc)?;
-        if item.key() != key {
+        if !kc_key_matches(&item, key) {
             self.stats.key_mismatches += 1;
             return None;
         }
@@ -726,7 +730,7 @@ impl Partition {
                 self.stats.get_hits += 1;
                 self.stats.touch_hits += 1;
                 self.store.note(loc, ClassOp::Touch);
-                self.answer_hit(req, loc, now, data)
+                self.rd_answer_hit(req, loc, now, data)
             }
             Op::Set => self.store_request(req, h, now, cur),
             Op::Add => match cur {
@@ -993,12 +997,12 @@ impl Partition {
                 old = self.still_retired(old);
             }
         }
-        let mut stored = self.store_item(key, &value, flags, raw_expiry, now);
+        let mut stored = self.mm_store_item(key, &value, flags, raw_expiry, now);
         if matches!(stored, Err(StoreError::OutOfMemory)) && !self.pending.is_empty() {
             // Retired versions hold chunks back from reuse until the index lets go of them.
             self.apply_pending();
             old = self.still_retired(old);
-            stored = self.store_item(key, &value, flags, raw_expiry, now);
+            stored = self.mm_store_item(key, &value, flags, raw_expiry, now);
         }
         let (loc, cas) = match stored {
             Ok(v) => v,
@@ -1037,8 +1041,9 @@ impl Partition {
         Response::Stored
     }
 
-    /// The store call of [`Partition::store_raw`].
-    fn store_item(
+    /// MM: the store call of [`Partition::store_raw`] (allocate, evicting by CLOCK or moving
+    /// a page when memory is spent, and write the item).
+    fn mm_store_item(
         &mut self,
         key: &[u8],
         value: &Parts<'_>,
@@ -1140,6 +1145,12 @@ impl Partition {
 /// The store took back the live item `l` of key `k` (CLOCK or expiry): drop it from the index,
 /// or, if it is a newest version still waiting in the same-key table, from there (the key then
 /// reads as missing, and the index entry of its older version goes with the next apply).
+/// KC: the index matched a 32-bit signature; the full key decides. Every lookup passes here.
+#[inline(always)]
+fn kc_key_matches(item: &hkv_store::Item<'_>, key: &[u8]) -> bool {
+    item.key() == key
+}
+
 fn forget_reclaimed(index: &mut Index, pending: &mut SameKeyTable, k: &[u8], l: Location) {
     let h = hash_key(k);
     if let Some(w) = pending.get_mut(k, &h) {

@@ -15,9 +15,9 @@ use hkv_store::{expiry_from_exptime, ClassInfo, ClassReport, Expiry, ReassignErr
 
 use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::partition::{BatchTiming, Partition, ValueBudget};
-use crate::request::{After, Request, Response, Responses};
 use crate::schedule::{ScheduleStats, Scheduler};
 use crate::stats::EngineStats;
+use hkv_types::{After, Request, Response, Responses};
 
 pub struct SharedEngine {
     arena: Arc<Arena>,

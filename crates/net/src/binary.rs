@@ -211,11 +211,7 @@ pub(crate) fn write(
             opaque,
             quiet,
         } => {
-            shared.engine.flush_all(delay, now);
-            shared
-                .stats
-                .cmd_flush
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            crate::control::flush_all(shared, delay, now);
             if !quiet {
                 write_simple(out, op::FLUSH, status::SUCCESS, opaque, 0, b"");
             }

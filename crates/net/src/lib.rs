@@ -8,6 +8,7 @@
 mod binary;
 mod config;
 mod conn;
+mod control;
 mod counters;
 mod meta;
 mod plan;

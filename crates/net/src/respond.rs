@@ -5,12 +5,13 @@ use std::sync::atomic::Ordering;
 
 use hkv_engine::{Response, Responses};
 
+use crate::control;
 use crate::reply::{error_line, line, VERSION};
 use crate::shared::Shared;
 use crate::step::Step;
 
 /// Appends the bytes of `step` to `out`. Returns true if the server must stop.
-pub(crate) fn write(
+pub(crate) fn wr_compose(
     step: &Step,
     rbuf: &[u8],
     res: &Responses,
@@ -49,8 +50,7 @@ pub(crate) fn write(
             }
         }
         Step::Flush { delay, noreply } => {
-            shared.engine.flush_all(delay, now);
-            shared.stats.cmd_flush.fetch_add(1, Ordering::Relaxed);
+            control::flush_all(shared, delay, now);
             if !noreply {
                 line(out, "OK");
             }
@@ -66,25 +66,16 @@ pub(crate) fn write(
             line(out, hkv_proto::errors::admin::SHUTDOWN_DISABLED);
         }
         Step::Stats(ref args) => crate::stats::write_stats(args, shared, now, out),
-        Step::MemLimit { megabytes, noreply } => {
-            if megabytes < 8 {
-                line(out, hkv_proto::errors::admin::MEMLIMIT_TOO_SMALL);
-            } else {
-                let bytes =
-                    usize::try_from(megabytes.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
-                shared.engine.arena().set_limit(bytes);
-                if !noreply {
-                    line(out, "OK");
-                }
-            }
-        }
-        Step::Reassign { from, to } => {
-            let class = |c: i64| usize::try_from(c - 1).unwrap_or(usize::MAX);
-            match shared.engine.reassign(class(from), class(to), now) {
-                Ok(()) => line(out, "OK"),
-                Err(e) => line(out, &e.to_string()),
-            }
-        }
+        Step::MemLimit { megabytes, noreply } => match control::set_memory_limit(shared, megabytes)
+        {
+            Ok(()) if noreply => {}
+            Ok(()) => line(out, "OK"),
+            Err(e) => line(out, e),
+        },
+        Step::Reassign { from, to } => match control::reassign(shared, from, to, now) {
+            Ok(()) => line(out, "OK"),
+            Err(e) => line(out, &e),
+        },
         Step::Automove(mode) => {
             shared.engine.set_automove(mode != 0);
             line(out, "OK");

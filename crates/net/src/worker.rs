@@ -14,7 +14,7 @@ use slab::Slab;
 
 use crate::conn::Conn;
 use crate::counters::TaskTimes;
-use crate::plan::{parse_input, InputEnd, PassBudget, ReadMark};
+use crate::plan::{pp_plan_input, InputEnd, PassBudget, ReadMark};
 use crate::reply::unix_now;
 use crate::respond;
 use crate::sasl::Gate;
@@ -279,7 +279,7 @@ impl Worker {
             if let Some(c) = self.conns.get_mut(t) {
                 let over = stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
                 if c.pending_output() > 0 {
-                    if let Err(()) = flush(c, &self.shared) {
+                    if let Err(()) = sd_send(c, &self.shared) {
                         c.read_closed = true;
                         c.close_after_write = true;
                         c.wpos = c.wbuf.len();
@@ -303,7 +303,7 @@ impl Worker {
                     }
                 }
                 if c.pending_output() < self.shared.config.output_high_water {
-                    read_into(c, cap, &self.shared);
+                    rv_receive(c, cap, &self.shared);
                     account(c, &self.shared);
                     if cap < read_cap && c.want_read {
                         // Stopped at the floor: look again on the timer, not at once.
@@ -324,7 +324,7 @@ impl Worker {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
-            let failed = flush(c, &self.shared).is_err();
+            let failed = sd_send(c, &self.shared).is_err();
             c.compact();
             account(c, &self.shared);
             if self.exempt == Some(t) && !c.mid_request() {
@@ -464,7 +464,7 @@ impl Worker {
                 cmds: 0,
                 errors: 0,
             };
-            let p = parse_input(
+            let p = pp_plan_input(
                 &c.rbuf[..c.rend],
                 keys,
                 c.rstart,
@@ -498,7 +498,7 @@ impl Worker {
             Vec::with_capacity(udp_reqs.len());
         for r in udp_reqs {
             let (start, mstart) = (steps.len(), marks.len());
-            let end = parse_input(
+            let end = pp_plan_input(
                 &r.payload,
                 keys,
                 0,
@@ -556,7 +556,7 @@ impl Worker {
                 end.scanned = 0;
             }
             for step in &self.steps[steps] {
-                stop |= respond::write(
+                stop |= respond::wr_compose(
                     step,
                     &c.rbuf,
                     &self.responses,
@@ -582,7 +582,7 @@ impl Worker {
                 unfinished = true;
             }
             for step in &self.steps[range] {
-                stop |= respond::write(
+                stop |= respond::wr_compose(
                     step,
                     &r.payload,
                     &self.responses,
@@ -648,7 +648,7 @@ fn account(c: &mut Conn, shared: &Shared) {
     c.accounted = now;
 }
 
-fn read_into(c: &mut Conn, cap: usize, shared: &Shared) {
+fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
     c.want_read = false;
     loop {
         if c.read_closed {
@@ -684,7 +684,7 @@ fn read_into(c: &mut Conn, cap: usize, shared: &Shared) {
 }
 
 /// SD: writes as much pending output as the socket takes.
-fn flush(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
+fn sd_send(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
     while c.wpos < c.wbuf.len() {
         match c.stream.write(&c.wbuf[c.wpos..]) {
             Ok(0) => return Err(()),

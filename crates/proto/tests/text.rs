@@ -1,6 +1,6 @@
 //! The text parser: "need more bytes" versus "bad request", and memcached's strings.
 
-use hkv_proto::text::{parse, ArithOp, Command, Limits, MetaCmd, Parsed, StoreOp};
+use hkv_proto::text::{parse, Command, Limits, MetaCmd, Op, Parsed};
 use proptest::prelude::*;
 
 fn p(buf: &[u8]) -> Parsed<'_> {
@@ -55,7 +55,7 @@ fn complete_requests() {
     assert_eq!(
         cmd,
         Command::Store {
-            op: StoreOp::Cas,
+            op: Op::Cas,
             key: b"k",
             flags: 1,
             exptime: 2,
@@ -68,7 +68,7 @@ fn complete_requests() {
         p(b"incr k +5\r\n"),
         Parsed::Command {
             cmd: Command::Arith {
-                op: ArithOp::Incr,
+                op: Op::Incr,
                 delta: 5,
                 ..
             },

@@ -7,13 +7,13 @@ use hkv_index::{KeyHash, Location};
 use hkv_store::{expiry_from_exptime, BINARY_KEY, FETCHED, STALE, WIN_SENT};
 
 use super::{Partition, Parts};
-use crate::request::{hit, Request, Response};
+use hkv_types::{hit, Request, Response};
 
 impl Partition {
     /// RD of a live item at `loc`: copies its value out and reports its meta state as this
     /// request found it, then bumps it (unless `u`) and hands out the recache token if the
     /// item is stale or near expiry (`R`) and nobody holds it yet.
-    pub(super) fn answer_hit(
+    pub(super) fn rd_answer_hit(
         &mut self,
         req: &Request<'_>,
         loc: Location,
@@ -82,7 +82,7 @@ impl Partition {
     ) -> Response {
         if let Some(loc) = cur {
             self.stats.get_hits += 1;
-            return self.answer_hit(req, loc, now, data);
+            return self.rd_answer_hit(req, loc, now, data);
         }
         self.stats.get_misses += 1;
         match self.vivify(req, h, now) {
@@ -99,7 +99,7 @@ impl Partition {
         now: u32,
         data: &mut Vec<u8>,
     ) -> Response {
-        let mut r = self.answer_hit(req, loc, now, data);
+        let mut r = self.rd_answer_hit(req, loc, now, data);
         if let Response::Value { ref mut bits, .. } = r {
             *bits |= hit::WIN;
         }

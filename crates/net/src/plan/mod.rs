@@ -145,7 +145,7 @@ impl Client {
 /// every deferrable read to `marks`. `group` tags this client's requests for the engine's
 /// per-client value budget.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn parse_input<'a>(
+pub(crate) fn pp_plan_input<'a>(
     buf: &'a [u8],
     keys: &'a Bump,
     start: usize,

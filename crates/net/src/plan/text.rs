@@ -3,7 +3,7 @@
 
 use bumpalo::Bump;
 use hkv_engine::{Op, Request};
-use hkv_proto::text::{self, ArithOp, Command, Parsed, StoreOp};
+use hkv_proto::text::{self, Command, Parsed};
 
 use super::{Client, GetCont, InputEnd, PassBudget, ReadMark, MAX_KEYS_PER_CONN_PASS};
 use crate::step::Step;
@@ -180,14 +180,6 @@ fn plan_command<'a>(
             data,
             noreply,
         } => {
-            let op = match op {
-                StoreOp::Set => Op::Set,
-                StoreOp::Add => Op::Add,
-                StoreOp::Replace => Op::Replace,
-                StoreOp::Append => Op::Append,
-                StoreOp::Prepend => Op::Prepend,
-                StoreOp::Cas => Op::Cas,
-            };
             let idx = engine(Request {
                 cas,
                 ..Request::store(op, key, data, flags, exptime)
@@ -204,9 +196,9 @@ fn plan_command<'a>(
             delta,
             noreply,
         } => {
-            let req = match op {
-                ArithOp::Incr => Request::incr(key, delta),
-                ArithOp::Decr => Request::decr(key, delta),
+            let req = Request {
+                delta,
+                ..Request::new(op, key)
             };
             let idx = engine(req);
             steps.push(Step::Reply { idx, noreply });

@@ -1,20 +1,7 @@
-//! Parsed requests. Keys and data borrow from the caller's read buffer.
+//! Parsed requests. Keys and data borrow from the caller's read buffer; the operations are
+//! the engine's own ([`Op`]), so planning maps nothing by hand.
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreOp {
-    Set,
-    Add,
-    Replace,
-    Append,
-    Prepend,
-    Cas,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ArithOp {
-    Incr,
-    Decr,
-}
+use hkv_types::Op;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command<'a> {
@@ -31,7 +18,8 @@ pub enum Command<'a> {
     },
     /// set, add, replace, append, prepend, cas: the data block is complete in `data`.
     Store {
-        op: StoreOp,
+        /// Set, Add, Replace, Append, Prepend or Cas.
+        op: Op,
         key: &'a [u8],
         flags: u32,
         exptime: i64,
@@ -44,7 +32,8 @@ pub enum Command<'a> {
         noreply: bool,
     },
     Arith {
-        op: ArithOp,
+        /// Incr or Decr.
+        op: Op,
         key: &'a [u8],
         delta: u64,
         noreply: bool,
@@ -86,12 +75,6 @@ pub enum Command<'a> {
         classes: Option<Vec<u32>>,
     },
     Meta(MetaCmd<'a>),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MetaArith {
-    Incr,
-    Decr,
 }
 
 /// A meta command: `mg`, `ms`, `md`, `ma`, `mn`, `me`. Its flags are parsed once, into

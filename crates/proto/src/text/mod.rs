@@ -6,6 +6,7 @@ mod parse;
 mod parsed;
 mod tokens;
 
-pub use command::{ArithOp, Command, MetaArith, MetaCmd, StoreOp};
+pub use command::{Command, MetaCmd};
+pub use hkv_types::Op;
 pub use meta::{decode_key, MetaFlags, META_FLAG_LETTERS};
 pub use parse::{parse, parse_after, Limits, Parsed};

@@ -1,10 +1,11 @@
 //! One request at a time from the front of a read buffer.
 
-use super::command::{ArithOp, Command, StoreOp};
+use super::command::Command;
 use super::parsed::bad_format;
 pub use super::parsed::{Limits, Parsed};
 use super::tokens::{parse_i32, parse_u32, parse_u64, split};
 use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
+use hkv_types::Op;
 
 use crate::errors::{
     BAD_DATA_CHUNK, BAD_DELTA, BAD_EXPTIME, BAD_FORMAT, DELETE_USAGE, ERROR, TOO_LARGE,
@@ -120,14 +121,14 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         }
         b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
             let op = match name {
-                b"set" => StoreOp::Set,
-                b"add" => StoreOp::Add,
-                b"replace" => StoreOp::Replace,
-                b"append" => StoreOp::Append,
-                b"prepend" => StoreOp::Prepend,
-                _ => StoreOp::Cas,
+                b"set" => Op::Set,
+                b"add" => Op::Add,
+                b"replace" => Op::Replace,
+                b"append" => Op::Append,
+                b"prepend" => Op::Prepend,
+                _ => Op::Cas,
             };
-            let base = if op == StoreOp::Cas { 6 } else { 5 };
+            let base = if op == Op::Cas { 6 } else { 5 };
             if n != base && n != base + 1 {
                 return Parsed::error(ERROR, line_len);
             }
@@ -136,7 +137,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             let flags = parse_u32(tokens[2]);
             let exptime = parse_i32(tokens[3]);
             let vlen = parse_i32(tokens[4]);
-            let cas = if op == StoreOp::Cas {
+            let cas = if op == Op::Cas {
                 parse_u64(tokens[5])
             } else {
                 Some(0)
@@ -223,11 +224,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 return quiet_error(BAD_DELTA, line_len, noreply);
             };
             cmd(Command::Arith {
-                op: if name == b"incr" {
-                    ArithOp::Incr
-                } else {
-                    ArithOp::Decr
-                },
+                op: if name == b"incr" { Op::Incr } else { Op::Decr },
                 key: tokens[1],
                 delta,
                 noreply,

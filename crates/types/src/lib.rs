@@ -1,4 +1,5 @@
-//! What the engine is asked and what it answers. Keys and values are borrowed from the
+//! What the engine is asked and what it answers: the protocol layer plans these, the engine
+//! runs them, and neither depends on the other. Keys and values are borrowed from the
 //! caller's buffers; values read from the store are copied once, into [`Responses::data`].
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
