@@ -14,13 +14,17 @@ mod pending;
 mod schedule;
 mod shared;
 mod stats;
+pub mod vector;
 
 pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use hkv_index::set_hash_seed;
 /// Bytes of item header beside key and value (what `me` counts in an item's size).
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats};
-pub use hkv_types::{hit, After, Meta, Op, Request, Response, Responses};
+pub use hkv_types::{
+    hit, After, Cmp, Elem, Meta, Op, ReduceOp, Reduced, Request, Response, Responses, UpdateOp,
+    Vector, VectorCall, VectorError,
+};
 pub use partition::Partition;
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};
 pub use shared::{ClassStats, ItemSummary, Scratch, SharedEngine};

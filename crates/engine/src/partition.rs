@@ -12,6 +12,7 @@ use crate::stats::EngineStats;
 use hkv_types::{After, Op, Request, Response, Responses};
 
 mod meta;
+mod vector;
 
 /// Reads deferred into one group before their searches run as one batch. Large enough to keep
 /// many misses in flight, small enough that a group's buckets and items stay in L1/L2.
@@ -820,6 +821,7 @@ impl Partition {
                 }
             },
             Op::Incr | Op::Decr => self.arith(req, h, now, cur),
+            Op::Vector => self.vector_op(req, cur, data),
             Op::Touch => {
                 self.stats.cmd_touch += 1;
                 match cur {

@@ -39,6 +39,10 @@ pub struct EngineStats {
     pub deferred_reads: u64,
     /// Writes refused as larger than the largest slab chunk (memcached's `store_too_large`).
     pub too_large: u64,
+    /// Vector operations (`vupdate`, `vupdatev`, `vreduce`, `vfilter`) that found / missed
+    /// their key.
+    pub vector_hits: u64,
+    pub vector_misses: u64,
 }
 
 impl EngineStats {
@@ -74,7 +78,9 @@ impl EngineStats {
             applied_writes,
             write_applies,
             deferred_reads,
-            too_large
+            too_large,
+            vector_hits,
+            vector_misses
         );
     }
 }

@@ -81,6 +81,18 @@ pub(crate) fn wr_compose(
             line(out, "OK");
         }
         Step::MetaDump(ref classes) => crate::stats::metadump(classes.as_deref(), shared, now, out),
+        Step::Vector {
+            idx,
+            key_off,
+            key_len,
+            noreply,
+        } => {
+            if !noreply {
+                let r = &res.results[idx as usize];
+                let key = &rbuf[key_off as usize..(key_off + key_len) as usize];
+                hkv_proto::text::vector::compose(out, key, r, res.value(r));
+            }
+        }
         Step::Meta(ref m) => {
             let class_of = |size: usize| {
                 let classes = shared.engine.class_stats();

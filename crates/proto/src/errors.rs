@@ -40,3 +40,17 @@ pub mod admin {
     pub const MEMLIMIT_TOO_SMALL: &str = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
     pub const BAD_CLASS_ID: &str = "BADCLASS invalid class id";
 }
+
+/// hkv's vector commands (docs/protocol-extensions.md).
+pub mod vector {
+    pub const UNKNOWN_TYPE: &str = "CLIENT_ERROR unknown element type";
+    pub const UNKNOWN_OP: &str = "CLIENT_ERROR unknown operation";
+    pub const FLOAT_BITWISE: &str = "CLIENT_ERROR bitwise operation on a float type";
+    pub const BAD_SCALAR: &str = "CLIENT_ERROR scalar does not fit the element type";
+    pub const VECTOR_NOT_MULTIPLE: &str =
+        "CLIENT_ERROR vector length is not a multiple of the element size";
+    pub const NOT_MULTIPLE: &str =
+        "CLIENT_ERROR value length is not a multiple of the element size";
+    pub const VECTOR_LENGTH: &str = "CLIENT_ERROR vector length differs from the value length";
+    pub const EMPTY: &str = "CLIENT_ERROR empty value";
+}

@@ -417,6 +417,15 @@ impl SlabStore {
         Some(cas)
     }
 
+    /// The value of a live item, to change in place without changing its length (vector
+    /// updates); the caller gives the item a new CAS.
+    pub fn value_mut(&mut self, loc: Location) -> Option<&mut [u8]> {
+        let chunk = self.live_chunk_mut(loc)?;
+        let klen = chunk[OFF_KEY_LEN] as usize;
+        let vlen = rd32(chunk, OFF_VALUE_LEN) as usize;
+        chunk.get_mut(HEADER_BYTES + klen..HEADER_BYTES + klen + vlen)
+    }
+
     /// Frees an item. Returns true if it was live; a retired chunk goes back to its free list
     /// too but returns false (it was already uncounted), and a free one is left alone.
     pub fn free(&mut self, loc: Location) -> bool {

@@ -43,6 +43,27 @@ fn store_get_free_round_trip() {
 }
 
 #[test]
+fn a_value_changed_in_place_keeps_its_key_and_length() {
+    let (_a, mut s) = store(1 << 20, 64 << 10);
+    let (loc, _) = s
+        .store(b"key", &[b"abcd"], 7, 0, NOW, |_, _, _| {})
+        .unwrap();
+    let v = s.value_mut(loc).unwrap();
+    assert_eq!(v, b"abcd");
+    v.copy_from_slice(b"wxyz");
+    let it = s.get(loc).unwrap();
+    assert_eq!(
+        (it.key(), it.value(), it.flags()),
+        (&b"key"[..], &b"wxyz"[..], 7)
+    );
+    assert!(s.free(loc));
+    assert!(
+        s.value_mut(loc).is_none(),
+        "a freed chunk is not handed out"
+    );
+}
+
+#[test]
 fn garbage_locations_are_misses() {
     let (_a, s) = store(1 << 20, 64 << 10);
     for loc in [0, 1, 0x0400_0000, u32::MAX - 1, u32::MAX] {

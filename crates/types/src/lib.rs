@@ -2,6 +2,10 @@
 //! runs them, and neither depends on the other. Keys and values are borrowed from the
 //! caller's buffers; values read from the store are copied once, into [`Responses::data`].
 
+pub mod vector;
+
+pub use vector::{Cmp, Elem, ReduceOp, Reduced, UpdateOp, Vector, VectorCall, VectorError};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
     Get,
@@ -19,6 +23,9 @@ pub enum Op {
     /// Get and touch (`gat`); `Gats` also returns the CAS.
     Gat,
     Gats,
+    /// A vector operation (`vupdate`, `vupdatev`, `vreduce`, `vfilter`):
+    /// [`Request::vector`] says which.
+    Vector,
 }
 
 impl Op {
@@ -96,6 +103,9 @@ pub struct Request<'a> {
     /// per-client part of the value budget.
     pub group: u32,
     pub meta: Meta,
+    /// For [`Op::Vector`]: the element type and operation (the operand vector of `vupdatev`
+    /// is [`Request::value`]).
+    pub vector: Option<Vector>,
 }
 
 impl<'a> Request<'a> {
@@ -112,6 +122,7 @@ impl<'a> Request<'a> {
             deferrable: false,
             group: 0,
             meta: Meta::default(),
+            vector: None,
         }
     }
 
@@ -179,6 +190,15 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// A vector operation; `operand` is the vector of `vupdatev` (empty otherwise).
+    pub fn vector(key: &'a [u8], vector: Vector, operand: &'a [u8]) -> Self {
+        Request {
+            value: operand,
+            vector: Some(vector),
+            ..Self::new(Op::Vector, key)
+        }
+    }
+
     pub fn touch(key: &'a [u8], exptime: i64) -> Self {
         Request {
             exptime,
@@ -222,6 +242,12 @@ pub enum Response {
     OutOfMemory,
     /// Longer than 250 bytes; the protocol layer normally rejects these first.
     KeyTooLong,
+    /// A vector update ran (`UPDATED`).
+    Updated,
+    /// What `vreduce` folded the value into (`RESULT <n>`).
+    Reduced(Reduced),
+    /// A vector operation refused the value it found; nothing changed (`CLIENT_ERROR`).
+    Vector(VectorError),
     /// Not run: a deferrable read whose value did not fit in the batch's value budget. Ask
     /// again in a later batch (nothing was read or changed).
     Deferred,

@@ -305,7 +305,8 @@ pub(crate) fn pp_plan_input<'a>(
 }
 
 fn returns_value(op: Op) -> bool {
-    matches!(op, Op::Get | Op::Gets | Op::Gat | Op::Gats)
+    // Vector: `vfilter` and `vupdate ... old` answer a value.
+    matches!(op, Op::Get | Op::Gets | Op::Gat | Op::Gats | Op::Vector)
 }
 
 /// Plans one binary request. Returns true if parsing must stop after it.

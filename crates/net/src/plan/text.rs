@@ -238,6 +238,21 @@ fn plan_command<'a>(
         Command::SlabsReassign { from, to } => steps.push(Step::Reassign { from, to }),
         Command::SlabsAutomove { mode } => steps.push(Step::Automove(mode)),
         Command::Meta(m) => return crate::meta::plan_meta(m, buf, keys, batch, steps),
+        Command::Vector {
+            key,
+            vector,
+            operand,
+            noreply,
+        } => {
+            let idx = engine(Request::vector(key, vector, operand));
+            let key_off = key.as_ptr() as usize - buf.as_ptr() as usize;
+            steps.push(Step::Vector {
+                idx,
+                key_off: key_off as u32,
+                key_len: key.len() as u32,
+                noreply,
+            });
+        }
     }
     false
 }

@@ -219,6 +219,8 @@ pub(crate) static HKV: &[Def] = defs![
     "expired_on_access", Counter, "items found expired and removed", |s| Val::U(s.e.expired_on_access);
     "expired_swept", Counter, "items removed by the expiry sweep", |s| Val::U(s.e.expired_swept);
     "flushes", Counter, "flush_all runs", |s| Val::U(s.e.flushes);
+    "vector_hits", Counter, "vector operations that found their key (vupdate, vupdatev, vreduce, vfilter)", |s| Val::U(s.e.vector_hits);
+    "vector_misses", Counter, "vector operations on missing keys", |s| Val::U(s.e.vector_misses);
     "batch_interval_us", Gauge, "the scheduler's batch interval C", |s| Val::Fixed(s.sc.interval_us, 1);
     "batch_interval_min_us", Setting, "lower bound of C (--batch-interval-us)", |s| Val::Fixed(s.shared.engine.schedule_bounds().0, 1);
     "batch_interval_max_us", Setting, "upper bound of C (--batch-interval-us)", |s| Val::Fixed(s.shared.engine.schedule_bounds().1, 1);

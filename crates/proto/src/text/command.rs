@@ -75,6 +75,14 @@ pub enum Command<'a> {
         classes: Option<Vec<u32>>,
     },
     Meta(MetaCmd<'a>),
+    /// `vupdate`, `vupdatev`, `vreduce`, `vfilter` (hkv's extension): `operand` is the data
+    /// block of `vupdatev`.
+    Vector {
+        key: &'a [u8],
+        vector: hkv_types::Vector,
+        operand: &'a [u8],
+        noreply: bool,
+    },
 }
 
 /// A meta command: `mg`, `ms`, `md`, `ma`, `mn`, `me`. Its flags are parsed once, into

@@ -5,6 +5,7 @@ mod meta;
 mod parse;
 mod parsed;
 mod tokens;
+pub mod vector;
 
 pub use command::{Command, MetaCmd};
 pub use hkv_types::Op;

@@ -329,6 +329,9 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         b"mg" | b"ms" | b"md" | b"ma" | b"mn" | b"me" => {
             super::meta::parse(buf, line, line_len, limits)
         }
+        v if super::vector::NAMES.contains(&v) => {
+            super::vector::parse(buf, &tokens, line_len, limits)
+        }
         _ => Parsed::error(ERROR, line_len),
     }
 }

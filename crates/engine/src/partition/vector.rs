@@ -1,0 +1,82 @@
+//! KV-Direct's vector operations on one item, run where the item lives: the whole operation
+//! happens under the partition's ownership of the key, so concurrent updates never lose one
+//! another, and an update rewrites the value in place (same length: one write, no new
+//! version, no index work).
+
+use hkv_index::Location;
+use hkv_types::{After, Request, Response, VectorCall, VectorError};
+
+use super::Partition;
+use crate::vector::{self, Operand};
+
+impl Partition {
+    /// `vupdate`, `vupdatev`, `vreduce` or `vfilter` on the live item `cur`.
+    pub(super) fn vector_op(
+        &mut self,
+        req: &Request<'_>,
+        cur: Option<Location>,
+        data: &mut Vec<u8>,
+    ) -> Response {
+        let Some(v) = req.vector else {
+            return Response::Vector(VectorError::Unsupported);
+        };
+        let Some(loc) = cur else {
+            self.stats.vector_misses += 1;
+            return Response::NotFound;
+        };
+        let Some(item) = self.store.get(loc) else {
+            return Response::NotFound;
+        };
+        if let Err(e) = vector::check(v.elem, &v.call, item.value_len(), req.value.len()) {
+            return Response::Vector(e);
+        }
+        self.stats.vector_hits += 1;
+        let (flags, cas, expiry, atime) = (item.flags(), item.cas(), item.expiry(), item.atime());
+        let value_at = |offset: usize, data: &Vec<u8>| Response::Value {
+            flags,
+            cas,
+            offset,
+            len: (data.len() - offset) as u32,
+            expiry,
+            atime,
+            bits: 0,
+        };
+        let answer = match v.call {
+            VectorCall::Reduce(op) => Response::Reduced(vector::reduce(v.elem, op, item.value())),
+            VectorCall::Filter { cmp, scalar } => {
+                let offset = data.len();
+                vector::filter(v.elem, cmp, scalar, item.value(), data);
+                value_at(offset, data)
+            }
+            VectorCall::Update { op, scalar, old } => {
+                let answer = if old {
+                    // KV-Direct's fetch-and-add, on every element: the value as it was.
+                    let offset = data.len();
+                    data.extend_from_slice(item.value());
+                    value_at(offset, data)
+                } else {
+                    Response::Updated
+                };
+                let len = item.value_len() as u32;
+                let operand = match scalar {
+                    Some(s) => Operand::Scalar(s),
+                    None => Operand::Vector(req.value),
+                };
+                if let Some(value) = self.store.value_mut(loc) {
+                    vector::update(v.elem, op, value, operand);
+                }
+                // Flags and TTL stay; the item is a new version for CAS.
+                let cas = self.store.set_cas(loc, self.cas_override).unwrap_or(0);
+                self.last = After {
+                    cas,
+                    len,
+                    expiry,
+                    created: false,
+                };
+                answer
+            }
+        };
+        self.store.touch_ref(loc);
+        answer
+    }
+}
