@@ -27,6 +27,10 @@ pub struct EngineConfig {
     pub backend: Backend,
     /// Bounds of the batch interval C and the write period (Mega-KV §5).
     pub schedule: crate::ScheduleConfig,
+    /// In-place atomics (incr/decr, vector updates) leave their key's location in the
+    /// same-key table while index writes are delayed, so later operations on a hot key skip
+    /// the index (`--merge-atomics`; off only for experiments).
+    pub merge_atomics: bool,
 }
 
 /// `--engine`: where the index lives.
@@ -52,6 +56,7 @@ impl Default for EngineConfig {
             buckets_per_partition: None,
             backend: Backend::Cpu,
             schedule: crate::ScheduleConfig::default(),
+            merge_atomics: true,
         }
     }
 }
@@ -134,6 +139,7 @@ impl Engine {
             let mut part = Partition::new(index, device, store, config.schedule.write_every);
             // Without a scheduler here, the bounds say whether batches are periodic (C > 0).
             part.set_write_delay(part.has_device() || config.schedule.min_us > 0.0);
+            part.set_merge_atomics(config.merge_atomics);
             partitions.push(part);
         }
         Ok(Engine {

@@ -58,6 +58,8 @@ pub struct Partition {
     write_every: u32,
     /// Whether index writes wait for their batch at all (see [`Partition::set_write_delay`]).
     delay_writes: bool,
+    /// See [`Partition::set_merge_atomics`].
+    merge_atomics: bool,
     batches_since_apply: u32,
     /// `index.rebuilds` when the table was last known to agree with the index.
     seen_rebuilds: u64,
@@ -152,6 +154,7 @@ impl Partition {
             pending: SameKeyTable::default(),
             write_every: write_every.max(2),
             delay_writes: true,
+            merge_atomics: true,
             batches_since_apply: 0,
             seen_rebuilds: 0,
             applying: Vec::new(),
@@ -248,10 +251,16 @@ impl Partition {
         }
         match self.pending.get_mut(key, h) {
             Some(w) => {
-                // Never indexed: nothing points here but the table.
                 if w.newest == Some(loc) {
                     w.newest = None;
-                    self.store.free(loc);
+                    if w.resident {
+                        // The index holds it: it goes when the table is applied.
+                        w.resident = false;
+                        w.indexed = Some(loc);
+                    } else {
+                        // Never indexed: nothing points here but the table.
+                        self.store.free(loc);
+                    }
                 }
                 self.stats.merged_writes += 1;
             }
@@ -271,8 +280,14 @@ impl Partition {
         match self.pending.get_mut(key, h) {
             Some(w) => {
                 if let Some(c) = old.filter(|&c| w.newest == Some(c)) {
-                    // An intermediate version, never indexed: free it now.
-                    self.store.free(c);
+                    if w.resident {
+                        // The version the index holds: retired until the table is applied.
+                        w.resident = false;
+                        w.indexed = Some(c);
+                    } else {
+                        // An intermediate version, never indexed: free it now.
+                        self.store.free(c);
+                    }
                 }
                 w.newest = Some(loc);
                 self.stats.merged_writes += 1;
@@ -312,6 +327,12 @@ impl Partition {
     /// it meanwhile (the index let go of it), and then nothing may record it again.
     fn still_retired(&self, old: Option<Location>) -> Option<Location> {
         old.filter(|&c| self.store.is_retired(c))
+    }
+
+    /// Whether in-place atomics forward their key's location through the same-key table
+    /// (see [`crate::EngineConfig::merge_atomics`]).
+    pub fn set_merge_atomics(&mut self, on: bool) {
+        self.merge_atomics = on;
     }
 
     /// Whether index writes wait in the same-key table for a batch every n batches (n x C).
@@ -388,7 +409,7 @@ impl Partition {
         entries.clear();
         owner.clear();
         for (i, w) in work.iter().enumerate() {
-            if let Some(n) = w.newest {
+            if let Some(n) = w.newest.filter(|_| !w.resident) {
                 entries.push((w.hash, n));
                 owner.push(i as u32);
             }
@@ -706,6 +727,9 @@ impl Partition {
 
     fn write(&mut self, req: &Request<'_>, h: &KeyHash, now: u32, data: &mut Vec<u8>) -> Response {
         let cur = self.find_live(req.key, h, now);
+        if matches!(req.op, Op::Incr | Op::Decr | Op::Vector) {
+            self.forward_atomic(req.key, h, cur);
+        }
         if matches!(
             req.op,
             Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas
@@ -839,6 +863,23 @@ impl Partition {
                     }
                 }
             }
+        }
+    }
+
+    /// Merging for hot keys: an in-place atomic leaves its key's location in the same-key
+    /// table (a resident entry), so the operations after it on that key, in this batch and
+    /// the next ones until the table is applied, are forwarded from there without searching
+    /// the index. Only while index writes are delayed: otherwise the table stays empty and
+    /// the CPU index is the one place to look.
+    fn forward_atomic(&mut self, key: &[u8], h: &KeyHash, cur: Option<Location>) {
+        let Some(loc) = cur else { return };
+        if !self.merge_atomics || !self.delay_writes {
+            return;
+        }
+        if self.pending.get(key, h).is_some() {
+            self.stats.merged_writes += 1;
+        } else {
+            self.pending.insert(key, Waiting::resident(*h, loc));
         }
     }
 
@@ -1158,7 +1199,10 @@ fn forget_reclaimed(index: &mut Index, pending: &mut SameKeyTable, k: &[u8], l: 
     if let Some(w) = pending.get_mut(k, &h) {
         if w.newest == Some(l) {
             w.newest = None;
-            return;
+            if !std::mem::take(&mut w.resident) {
+                // Never indexed.
+                return;
+            }
         }
     }
     index.delete_in_reclaim(&h, l);

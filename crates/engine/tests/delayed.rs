@@ -328,3 +328,82 @@ fn regression_delayed_writes_never_lose_an_acknowledged_set() {
         );
     }
 }
+
+/// Merging (KV-Direct §3.3.3): in-place atomics on a hot key forward its location through
+/// the same-key table, so only the first of them searches the index (a kernel launch on a
+/// device); with merging off every one does, and the results are the same either way.
+#[test]
+fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
+    use hkv_engine::{Elem, UpdateOp, Vector, VectorCall};
+    let add1 = Vector {
+        elem: Elem::U32,
+        call: VectorCall::Update {
+            op: UpdateOp::Add,
+            scalar: Some(1),
+            old: false,
+        },
+    };
+    for b in backends() {
+        for merge in [true, false] {
+            let mut e = Engine::new(&EngineConfig {
+                memory_bytes: 8 << 20,
+                page_size: 64 << 10,
+                buckets_per_partition: Some(1 << 10),
+                backend: b,
+                schedule: ScheduleConfig {
+                    min_us: 100.0,
+                    max_us: 1000.0,
+                    ..ScheduleConfig::default()
+                },
+                merge_atomics: merge,
+                ..EngineConfig::default()
+            })
+            .unwrap();
+            run(
+                &mut e,
+                &[Request::set(b"vec", &[0; 64]), Request::set(b"n", b"5")],
+            );
+            e.apply_pending();
+            let before = e.stats().merged_writes;
+            let device_before = e.partitions()[0].device_timing().map(|t| t.0);
+            let mut reqs: Vec<_> = (0..500)
+                .map(|_| Request::vector(b"vec", add1, &[]))
+                .collect();
+            reqs.extend((0..500).map(|_| Request::incr(b"n", 1)));
+            let r = run(&mut e, &reqs);
+            assert!(r[..500].iter().all(|x| x == "Updated"));
+            assert_eq!(r[999], "Number(505)");
+            let merged = e.stats().merged_writes - before;
+            if merge {
+                assert!(merged >= 998, "{b:?}: {merged} forwarded");
+            } else {
+                // Only the counter's new versions (9 -> 10, 99 -> 100 digits) merge.
+                assert!(merged <= 2, "{merged}");
+            }
+            if let (Some(d0), Some(d1)) = (
+                device_before,
+                e.partitions()[0].device_timing().map(|t| t.0),
+            ) {
+                let searches = d1 - d0;
+                if merge {
+                    assert!(searches <= 4, "{searches} device searches");
+                } else {
+                    assert!(searches >= 500, "{searches} device searches");
+                }
+            }
+            let want: Vec<u8> = (0..16).flat_map(|_| 500u32.to_le_bytes()).collect();
+            assert_eq!(
+                run(&mut e, &[Request::get(b"vec")]),
+                [format!("VALUE {}", String::from_utf8_lossy(&want))]
+            );
+            e.apply_pending();
+            assert_eq!(e.pending_writes(), 0);
+            if b == Backend::Cpu {
+                // (The CPU table is stale while a device holds the index.)
+                assert!(indexed(&e, b"vec") && indexed(&e, b"n"));
+            }
+            assert_eq!(run(&mut e, &[Request::get(b"n")]), ["VALUE 505"]);
+            assert_eq!(e.store_stats().curr_items, 2);
+        }
+    }
+}

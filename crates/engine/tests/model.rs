@@ -8,7 +8,10 @@
 
 use std::collections::HashMap;
 
-use hkv_engine::{Backend, Engine, EngineConfig, Op, Request, Response, Responses, ScheduleConfig};
+use hkv_engine::{
+    Backend, Elem, Engine, EngineConfig, Op, Request, Response, Responses, ScheduleConfig,
+    UpdateOp, Vector, VectorCall,
+};
 use proptest::prelude::*;
 
 const START: u32 = 1_700_000_000;
@@ -30,6 +33,8 @@ enum M {
     Incr(u8, u64),
     Decr(u8, u64),
     Touch(u8, i8),
+    /// `vupdate <k> u8 add <d>`: every byte of the value, in place.
+    VAdd(u8, u8),
 }
 
 fn op(keys: u8) -> impl Strategy<Value = M> {
@@ -47,7 +52,8 @@ fn op(keys: u8) -> impl Strategy<Value = M> {
         2 => k.clone().prop_map(M::Delete),
         1 => (k.clone(), prop_oneof![Just(u64::MAX), 0u64..1000]).prop_map(|(k, d)| M::Incr(k, d)),
         1 => (k.clone(), 0u64..1000).prop_map(|(k, d)| M::Decr(k, d)),
-        1 => (k, any::<i8>()).prop_map(|(k, e)| M::Touch(k, e)),
+        1 => (k.clone(), any::<i8>()).prop_map(|(k, e)| M::Touch(k, e)),
+        2 => (k, any::<u8>()).prop_map(|(k, d)| M::VAdd(k, d)),
     ]
 }
 
@@ -228,7 +234,8 @@ fn run_model(
                     | M::Delete(k)
                     | M::Incr(k, _)
                     | M::Decr(k, _)
-                    | M::Touch(k, _) => (k, Vec::new()),
+                    | M::Touch(k, _)
+                    | M::VAdd(k, _) => (k, Vec::new()),
                     M::SetNum(k, n) => (k, n.to_string().into_bytes()),
                     M::Set(k, l, _)
                     | M::Add(k, l, _)
@@ -269,6 +276,18 @@ fn run_model(
                         M::Incr(_, d) => Request::incr(k, d),
                         M::Decr(_, d) => Request::decr(k, d),
                         M::Touch(_, e) => Request::touch(k, exptime(e, now)),
+                        M::VAdd(_, d) => Request::vector(
+                            k,
+                            Vector {
+                                elem: Elem::U8,
+                                call: VectorCall::Update {
+                                    op: UpdateOp::Add,
+                                    scalar: Some(u64::from(d)),
+                                    old: false,
+                                },
+                            },
+                            &[],
+                        ),
                     }
                 })
                 .collect();
@@ -336,6 +355,7 @@ fn remap(o: M, keys: u8) -> M {
         M::Incr(k, d) => M::Incr(f(k), d),
         M::Decr(k, d) => M::Decr(f(k), d),
         M::Touch(k, e) => M::Touch(f(k), e),
+        M::VAdd(k, d) => M::VAdd(f(k), d),
     }
 }
 
@@ -414,9 +434,28 @@ fn check(
             let known = model.live(key, now).unwrap().cas;
             prop_assert!(known != Some(req.cas), "CAS refused the current value");
         }
-        (Op::Cas | Op::Delete | Op::Incr | Op::Decr | Op::Touch, Response::NotFound) => {
-            model.lose(key, now)
+        (Op::Vector, Response::Updated) => {
+            prop_assert!(present, "a vector update found an absent key");
+            let d = match req.vector {
+                Some(Vector {
+                    call:
+                        VectorCall::Update {
+                            scalar: Some(d), ..
+                        },
+                    ..
+                }) => d as u8,
+                _ => unreachable!(),
+            };
+            let m = model.live(key, now).unwrap();
+            for b in &mut m.value {
+                *b = b.wrapping_add(d);
+            }
+            m.cas = None;
         }
+        (
+            Op::Cas | Op::Delete | Op::Incr | Op::Decr | Op::Touch | Op::Vector,
+            Response::NotFound,
+        ) => model.lose(key, now),
         (Op::Delete, Response::Deleted) => {
             prop_assert!(present, "DELETE found an absent key");
             model.items.remove(key);

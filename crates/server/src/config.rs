@@ -62,6 +62,11 @@ pub struct Cli {
     /// on the CPU backend that is a batch every event-loop pass.
     #[arg(long, value_name = "MIN..MAX")]
     pub batch_interval_us: Option<String>,
+    /// Merge in-place atomics (incr/decr, vector updates) on a hot key through the same-key
+    /// table while index writes are delayed, so they skip the index (on by default; `false`
+    /// only to measure what merging gives).
+    #[arg(long, value_name = "BOOL")]
+    pub merge_atomics: Option<bool>,
     /// A TOML file with the same settings (flags given on the command line win).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -103,6 +108,8 @@ pub struct Settings {
     pub idle_timeout: u32,
     /// Megabytes for all connection buffers together (outside `memory_mb`).
     pub conn_buffer_mb: usize,
+    /// See `--merge-atomics`.
+    pub merge_atomics: bool,
 }
 
 impl Default for Settings {
@@ -123,6 +130,7 @@ impl Default for Settings {
             batch_interval_us: "0..1000".into(),
             idle_timeout: 0,
             conn_buffer_mb: 64,
+            merge_atomics: true,
         }
     }
 }
@@ -218,6 +226,9 @@ impl Settings {
             s.batch_interval_us = v.clone();
         }
         parse_interval(&s.batch_interval_us).map_err(|e| anyhow::anyhow!(e))?;
+        if let Some(v) = cli.merge_atomics {
+            s.merge_atomics = v;
+        }
         s.verbose = s.verbose.max(cli.verbose);
         if let Some(v) = cli.conn_buffer_mb {
             s.conn_buffer_mb = v;

@@ -47,6 +47,7 @@ fn main() -> anyhow::Result<()> {
         growth_factor: settings.growth_factor,
         backend: settings.backend(),
         schedule: settings.schedule(),
+        merge_atomics: settings.merge_atomics,
         ..EngineConfig::default()
     })?;
     tracing::info!(backends = ?engine.backends(), "engine ready");
