@@ -1,5 +1,6 @@
 //! `hkv-bench`: the papers' workloads against hkv, memcached and Redis.
 
+mod atomics;
 mod compare;
 mod engine_mode;
 mod interval;
@@ -31,6 +32,10 @@ enum Mode {
     Compare(compare::Args),
     /// hkv alone at several fixed batch intervals C: throughput against C and latency CDFs.
     Interval(interval::Args),
+    /// KV-Direct's operations: single-key atomics against the number of keys (merging on
+    /// and off, memcached `incr` as the peer) and vector updates against per-element keys
+    /// and the client's fetch-modify-write.
+    Atomics(atomics::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,5 +44,6 @@ fn main() -> anyhow::Result<()> {
         Mode::Net(args) => net::run(&args),
         Mode::Compare(args) => compare::run(&args),
         Mode::Interval(args) => interval::run(&args),
+        Mode::Atomics(args) => atomics::run(&args),
     }
 }
