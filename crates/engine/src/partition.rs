@@ -60,6 +60,18 @@ pub struct Partition {
     delay_writes: bool,
     /// See [`Partition::set_merge_atomics`].
     merge_atomics: bool,
+    /// IN for the writes of a batch, searched together before they run (see
+    /// [`Partition::in_search_writes`]): per request index, what the index held for its key.
+    write_locs: Vec<Option<Location>>,
+    /// Whether `write_locs` still describes the index (nothing applied or rebuilt since).
+    write_locs_valid: bool,
+    /// The pre-searched location of the write being run, for [`Partition::find_live`].
+    pre: Option<Location>,
+    // Scratch for the write search.
+    order: Vec<u32>,
+    write_hashes: Vec<KeyHash>,
+    write_owner: Vec<u32>,
+    write_found: Vec<Location>,
     batches_since_apply: u32,
     /// `index.rebuilds` when the table was last known to agree with the index.
     seen_rebuilds: u64,
@@ -155,6 +167,13 @@ impl Partition {
             write_every: write_every.max(2),
             delay_writes: true,
             merge_atomics: true,
+            write_locs: Vec::new(),
+            write_locs_valid: false,
+            pre: None,
+            order: Vec::new(),
+            write_hashes: Vec::new(),
+            write_owner: Vec::new(),
+            write_found: Vec::new(),
             batches_since_apply: 0,
             seen_rebuilds: 0,
             applying: Vec::new(),
@@ -395,6 +414,8 @@ impl Partition {
     /// has let go of.
     pub fn apply_pending(&mut self) {
         self.batches_since_apply = 0;
+        // The index is about to change: what the writes' search found may no longer hold.
+        self.write_locs_valid = false;
         if self.pending.is_empty() {
             return;
         }
@@ -482,6 +503,7 @@ impl Partition {
     fn free_dropped(&mut self) {
         if self.index.rebuilds != self.seen_rebuilds {
             self.seen_rebuilds = self.index.rebuilds;
+            self.write_locs_valid = false;
             let mut work = std::mem::take(&mut self.applying);
             work.clear();
             self.pending.drain_into(&mut work);
@@ -566,7 +588,11 @@ impl Partition {
         self.batches_since_apply += 1;
         self.maybe_sweep(now);
         self.group.clear();
-        for i in which {
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(which);
+        self.in_search_writes(reqs, hashes, &order);
+        for &i in &order {
             let iu = i as usize;
             let req = &reqs[iu];
             let h = hashes[iu];
@@ -586,7 +612,13 @@ impl Partition {
             self.cas_override = req.meta.new_cas;
             self.binary_key = req.meta.binary_key;
             let t = std::time::Instant::now();
+            self.pre = if self.write_locs_valid {
+                self.write_locs.get(iu).copied().flatten()
+            } else {
+                None
+            };
             results[iu] = self.write(req, &h, now, data);
+            self.pre = None;
             self.timing.writes += 1;
             self.timing.write_ns += t.elapsed().as_nanos() as u64;
             after[iu] = self.last;
@@ -599,6 +631,54 @@ impl Partition {
         if !self.group.is_empty() {
             self.flush_reads(reqs, hashes, now, results, data, group_bytes);
         }
+        self.write_locs_valid = false;
+        self.order = order;
+    }
+
+    /// IN for the writes of a batch, as one search (one device launch instead of one per
+    /// write), while index writes are delayed. What it found stays usable as long as the
+    /// index does not change: with delayed writes only applying the same-key table or a
+    /// rebuild changes it (both clear `write_locs_valid`), and a key written earlier in the
+    /// batch is found in the table before this is consulted. A location whose item was
+    /// reclaimed meanwhile fails the key and liveness checks, as a reclaimed item should.
+    fn in_search_writes(&mut self, reqs: &[Request<'_>], hashes: &[KeyHash], order: &[u32]) {
+        self.write_locs_valid = false;
+        if !self.delay_writes {
+            return;
+        }
+        let mut hs = std::mem::take(&mut self.write_hashes);
+        let mut owner = std::mem::take(&mut self.write_owner);
+        let mut found = std::mem::take(&mut self.write_found);
+        hs.clear();
+        owner.clear();
+        for &i in order {
+            let req = &reqs[i as usize];
+            if !req.is_read() && self.pending.get(req.key, &hashes[i as usize]).is_none() {
+                hs.push(hashes[i as usize]);
+                owner.push(i);
+            }
+        }
+        if hs.len() >= 2 {
+            let t = std::time::Instant::now();
+            found.clear();
+            found.resize(hs.len(), NO_LOCATION);
+            let rebuilds = self.index.rebuilds;
+            self.index
+                .search(&self.store, &hs, &mut found, &mut self.dropped);
+            self.free_dropped();
+            self.timing.write_ns += t.elapsed().as_nanos() as u64;
+            if self.index.rebuilds == rebuilds {
+                self.write_locs.clear();
+                self.write_locs.resize(reqs.len(), None);
+                for (k, &i) in owner.iter().enumerate() {
+                    self.write_locs[i as usize] = Some(found[k]);
+                }
+                self.write_locs_valid = true;
+            }
+        }
+        self.write_hashes = hs;
+        self.write_owner = owner;
+        self.write_found = found;
     }
 
     fn flush_reads(
@@ -704,9 +784,11 @@ impl Partition {
     /// The live item for `key`: found in the same-key table or the index, key verified, not
     /// expired (an expired one is removed on the spot).
     fn find_live(&mut self, key: &[u8], h: &KeyHash, now: u32) -> Option<Location> {
-        let loc = match self.pending.get(key, h) {
-            Some(w) => w.newest.unwrap_or(NO_LOCATION),
-            None => {
+        let pre = self.pre.take().filter(|_| self.write_locs_valid);
+        let loc = match (self.pending.get(key, h), pre) {
+            (Some(w), _) => w.newest.unwrap_or(NO_LOCATION),
+            (None, Some(loc)) => loc,
+            (None, None) => {
                 let loc = self.index.search_one(&self.store, h, &mut self.dropped);
                 self.free_dropped();
                 loc
