@@ -357,7 +357,6 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
                     min_us: 100.0,
                     max_us: 1000.0,
                     write_every: 8,
-                    ..ScheduleConfig::default()
                 },
                 merge_atomics: merge,
                 ..EngineConfig::default()
