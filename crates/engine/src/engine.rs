@@ -31,6 +31,8 @@ pub struct EngineConfig {
     /// same-key table while index writes are delayed, so later operations on a hot key skip
     /// the index (`--merge-atomics`; off only for experiments).
     pub merge_atomics: bool,
+    /// Where vector updates run (`--vector-placement`).
+    pub vector_placement: crate::VectorPlacement,
 }
 
 /// `--engine`: where the index lives.
@@ -57,6 +59,7 @@ impl Default for EngineConfig {
             backend: Backend::Cpu,
             schedule: crate::ScheduleConfig::default(),
             merge_atomics: true,
+            vector_placement: crate::VectorPlacement::Auto,
         }
     }
 }
@@ -106,6 +109,8 @@ impl Engine {
         }
         let arena = Arc::new(Arena::new(config.memory_bytes)?);
         let mut partitions = Vec::with_capacity(config.partitions as usize);
+        // `auto` vector placement is timed once, on the first partition's device.
+        let mut calibrated = None;
         for p in 0..config.partitions {
             let index = CpuIndex::new(&arena, sizing.buckets_per_partition)?;
             let store = SlabStore::new(
@@ -140,6 +145,8 @@ impl Engine {
             // Without a scheduler here, the bounds say whether batches are periodic (C > 0).
             part.set_write_delay(part.has_device() || config.schedule.min_us > 0.0);
             part.set_merge_atomics(config.merge_atomics);
+            part.set_vector_placement(config.vector_placement, calibrated);
+            calibrated = Some(part.vector_placement().1);
             partitions.push(part);
         }
         Ok(Engine {

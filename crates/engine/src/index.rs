@@ -49,6 +49,11 @@ impl Index {
         self.device.as_ref().map(|d| d.timing())
     }
 
+    /// The device holding the index, if any.
+    pub fn device(&self) -> Option<&OclIndex> {
+        self.device.as_ref()
+    }
+
     /// Whether the device reads search inputs in place (None: no device).
     pub fn zero_copy(&self) -> Option<bool> {
         self.device.as_ref().map(|d| d.zero_copy())

@@ -25,6 +25,7 @@ pub use hkv_types::{
     hit, After, Cmp, Elem, Meta, Op, ReduceOp, Reduced, Request, Response, Responses, UpdateOp,
     Vector, VectorCall, VectorError,
 };
+pub use partition::placement::VectorPlacement;
 pub use partition::Partition;
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};
 pub use shared::{ClassStats, ItemSummary, Scratch, SharedEngine};

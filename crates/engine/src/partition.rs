@@ -12,6 +12,7 @@ use crate::stats::EngineStats;
 use hkv_types::{After, Op, Request, Response, Responses};
 
 mod meta;
+pub(crate) mod placement;
 mod vector;
 
 /// Reads deferred into one group before their searches run as one batch. Large enough to keep
@@ -60,6 +61,11 @@ pub struct Partition {
     delay_writes: bool,
     /// See [`Partition::set_merge_atomics`].
     merge_atomics: bool,
+    /// Vector kernels on the index's device, if there is one.
+    vector_device: Option<hkv_index::opencl::OclVector>,
+    /// Values of at least this many bytes are updated on `vector_device`; `None`: never.
+    vector_device_from: Option<usize>,
+    vector_placement: placement::VectorPlacement,
     /// IN for the writes of a batch, searched together before they run (see
     /// [`Partition::in_search_writes`]): per request index, what the index held for its key.
     write_locs: Vec<Option<Location>>,
@@ -167,6 +173,9 @@ impl Partition {
             write_every: write_every.max(2),
             delay_writes: true,
             merge_atomics: true,
+            vector_device: None,
+            vector_device_from: None,
+            vector_placement: placement::VectorPlacement::Cpu,
             write_locs: Vec::new(),
             write_locs_valid: false,
             pre: None,
@@ -346,6 +355,36 @@ impl Partition {
     /// it meanwhile (the index let go of it), and then nothing may record it again.
     fn still_retired(&self, old: Option<Location>) -> Option<Location> {
         old.filter(|&c| self.store.is_retired(c))
+    }
+
+    /// Where vector updates run (`--vector-placement`): builds the device's vector kernels
+    /// and, for `auto`, times them against the CPU.
+    /// `calibrated`: another partition's `auto` result on the same device, reused.
+    pub fn set_vector_placement(
+        &mut self,
+        p: placement::VectorPlacement,
+        calibrated: Option<Option<usize>>,
+    ) {
+        use placement::VectorPlacement as P;
+        self.vector_placement = p;
+        if p != P::Cpu && self.vector_device.is_none() {
+            if let Some(d) = self.index.device() {
+                match d.vector_unit() {
+                    Ok(v) => self.vector_device = Some(v),
+                    Err(e) => tracing::warn!(error = %e, "no vector kernels on the device"),
+                }
+            }
+        }
+        self.vector_device_from = match (p, self.vector_device.as_mut()) {
+            (P::Device, Some(_)) => Some(0),
+            (P::Auto, Some(dev)) => calibrated.unwrap_or_else(|| placement::calibrate(dev)),
+            _ => None,
+        };
+    }
+
+    /// Where vector updates run, and from which value size they go to the device.
+    pub fn vector_placement(&self) -> (placement::VectorPlacement, Option<usize>) {
+        (self.vector_placement, self.vector_device_from)
     }
 
     /// Whether in-place atomics forward their key's location through the same-key table

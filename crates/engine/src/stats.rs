@@ -43,6 +43,9 @@ pub struct EngineStats {
     /// their key.
     pub vector_hits: u64,
     pub vector_misses: u64,
+    /// Vector updates run as OpenCL kernels, and kernels that failed (the CPU ran those).
+    pub vector_device_ops: u64,
+    pub vector_device_errors: u64,
 }
 
 impl EngineStats {
@@ -80,7 +83,9 @@ impl EngineStats {
             deferred_reads,
             too_large,
             vector_hits,
-            vector_misses
+            vector_misses,
+            vector_device_ops,
+            vector_device_errors
         );
     }
 }

@@ -67,6 +67,10 @@ pub struct Cli {
     /// only to measure what merging gives).
     #[arg(long, value_name = "BOOL")]
     pub merge_atomics: Option<bool>,
+    /// Where vector updates run: cpu, device (the OpenCL engine's device, for experiments),
+    /// or auto (the device for the value sizes where start-up timing found it faster).
+    #[arg(long, value_parser = ["cpu", "device", "auto"])]
+    pub vector_placement: Option<String>,
     /// A TOML file with the same settings (flags given on the command line win).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -110,6 +114,8 @@ pub struct Settings {
     pub conn_buffer_mb: usize,
     /// See `--merge-atomics`.
     pub merge_atomics: bool,
+    /// cpu, device or auto (`--vector-placement`).
+    pub vector_placement: String,
 }
 
 impl Default for Settings {
@@ -131,6 +137,7 @@ impl Default for Settings {
             idle_timeout: 0,
             conn_buffer_mb: 64,
             merge_atomics: true,
+            vector_placement: "auto".into(),
         }
     }
 }
@@ -229,6 +236,13 @@ impl Settings {
         if let Some(v) = cli.merge_atomics {
             s.merge_atomics = v;
         }
+        if let Some(v) = &cli.vector_placement {
+            s.vector_placement = v.clone();
+        }
+        anyhow::ensure!(
+            ["cpu", "device", "auto"].contains(&s.vector_placement.as_str()),
+            "vector_placement must be cpu, device or auto"
+        );
         s.verbose = s.verbose.max(cli.verbose);
         if let Some(v) = cli.conn_buffer_mb {
             s.conn_buffer_mb = v;
@@ -269,6 +283,14 @@ impl Settings {
             min_us,
             max_us,
             ..hkv_engine::ScheduleConfig::default()
+        }
+    }
+
+    pub fn vector_placement(&self) -> hkv_engine::VectorPlacement {
+        match self.vector_placement.as_str() {
+            "cpu" => hkv_engine::VectorPlacement::Cpu,
+            "device" => hkv_engine::VectorPlacement::Device,
+            _ => hkv_engine::VectorPlacement::Auto,
         }
     }
 

@@ -48,6 +48,7 @@ fn main() -> anyhow::Result<()> {
         backend: settings.backend(),
         schedule: settings.schedule(),
         merge_atomics: settings.merge_atomics,
+        vector_placement: settings.vector_placement(),
         ..EngineConfig::default()
     })?;
     tracing::info!(backends = ?engine.backends(), "engine ready");

@@ -222,3 +222,39 @@ fn concurrent_updates_lose_nothing() {
         }
     }
 }
+
+/// `--vector-placement device` on the OpenCL engine: updates run as kernels (counted in
+/// `stats hkv`) and answer exactly what the CPU answers; reductions stay on the CPU.
+#[test]
+fn updates_run_as_kernels_when_placed_on_the_device() {
+    if !engines().contains(&"opencl") {
+        return;
+    }
+    let h = Hkv::start(&[
+        "-t",
+        "2",
+        "--engine",
+        "opencl",
+        "--vector-placement",
+        "device",
+    ]);
+    let mut c = h.connect();
+    let s = c.call("stats hkv\r\n", "END\r\n");
+    assert!(s.contains("STAT vector_placement device\r\n"), "{s}");
+    assert!(s.contains("STAT vector_device_min_bytes 0\r\n"), "{s}");
+    set_raw(&mut c, "v", 9, 0, &u32s(&[1, 2, 3, 4000000000]));
+    c.expect("vupdate v u32 add 300000000\r\n", "UPDATED\r\n");
+    let mut req = b"vupdatev v u32 max 16\r\n".to_vec();
+    req.extend_from_slice(&u32s(&[5, 0, 0, 0]));
+    req.extend_from_slice(b"\r\n");
+    c.send(&req);
+    assert_eq!(c.read_until(b"\r\n"), "UPDATED\r\n");
+    // (Compared as lossy text on both sides: the bytes are not UTF-8.)
+    assert_eq!(
+        c.call("get v\r\n", "END\r\n"),
+        value_block("v", 9, &u32s(&[300000001, 300000002, 300000003, 5032704]))
+    );
+    c.expect("vreduce v u32 sum\r\n", "RESULT 905032710\r\n");
+    assert_eq!(common_stat(&mut c, "vector_device_ops"), 2);
+    assert_eq!(common_stat(&mut c, "vector_device_errors"), 0);
+}

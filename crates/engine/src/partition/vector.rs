@@ -10,6 +10,47 @@ use super::Partition;
 use crate::vector::{self, Operand};
 
 impl Partition {
+    /// Runs a vector update as an OpenCL kernel when the placement sends values of this
+    /// size to the device; false if it did not (the CPU then runs it). The kernel works on
+    /// a copy, so a device failure leaves the value as it was for the CPU to update.
+    fn device_update(
+        &mut self,
+        elem: hkv_types::Elem,
+        op: hkv_types::UpdateOp,
+        loc: Location,
+        operand: &[u8],
+        scalar: Option<u64>,
+    ) -> bool {
+        let len = self.store.get(loc).map_or(0, |i| i.value_len());
+        let (e, o) = super::placement::kernel_codes(elem, op);
+        let Some(dev) = self.vector_device.as_mut() else {
+            return false;
+        };
+        if self.vector_device_from.is_none_or(|from| len < from) || !dev.supports(e) {
+            return false;
+        }
+        let mut work = std::mem::take(&mut self.value_buf);
+        work.clear();
+        work.extend_from_slice(self.store.get(loc).map_or(&[][..], |i| i.value()));
+        let operand = scalar.is_none().then_some(operand);
+        let done = match dev.update(e, o, &mut work, operand, scalar.unwrap_or(0)) {
+            Ok(()) => {
+                if let Some(value) = self.store.value_mut(loc) {
+                    value.copy_from_slice(&work);
+                }
+                self.stats.vector_device_ops += 1;
+                true
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "vector kernel failed; the CPU runs it");
+                self.stats.vector_device_errors += 1;
+                false
+            }
+        };
+        self.value_buf = work;
+        done
+    }
+
     /// `vupdate`, `vupdatev`, `vreduce` or `vfilter` on the live item `cur`.
     pub(super) fn vector_op(
         &mut self,
@@ -62,8 +103,10 @@ impl Partition {
                     Some(s) => Operand::Scalar(s),
                     None => Operand::Vector(req.value),
                 };
-                if let Some(value) = self.store.value_mut(loc) {
-                    vector::update(v.elem, op, value, operand);
+                if !self.device_update(v.elem, op, loc, req.value, scalar) {
+                    if let Some(value) = self.store.value_mut(loc) {
+                        vector::update(v.elem, op, value, operand);
+                    }
                 }
                 // Flags and TTL stay; the item is a new version for CAS.
                 let cas = self.store.set_cas(loc, self.cas_override).unwrap_or(0);

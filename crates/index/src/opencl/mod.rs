@@ -18,6 +18,10 @@ use crate::hash::{
 };
 use crate::{IndexBackend, IndexError, IndexStats, InsertOutcome, Location, NO_LOCATION};
 
+mod vector;
+
+pub use vector::{OclVector, ELEMENTS};
+
 const SOURCE: &str = include_str!("index.cl");
 /// Fixed work-group size: PoCL recompiles a kernel for every new size.
 const GROUP: usize = 64;
