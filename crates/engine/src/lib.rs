@@ -22,8 +22,8 @@ pub use hkv_index::set_hash_seed;
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats};
 pub use hkv_types::{
-    hit, After, Cmp, Elem, Meta, Op, ReduceOp, Reduced, Request, Response, Responses, UpdateOp,
-    Vector, VectorCall, VectorError,
+    hit, After, Cmp, Elem, Meta, Op, Previous, ReduceOp, Reduced, Request, Response, Responses,
+    UpdateOp, Vector, VectorCall, VectorError,
 };
 pub use partition::placement::VectorPlacement;
 pub use partition::Partition;

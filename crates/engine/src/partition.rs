@@ -45,6 +45,8 @@ pub struct Partition {
     last_loc: Location,
     /// The write being run came with a base64 key (meta `ms b`).
     binary_key: bool,
+    /// The value the write being run replaced or deleted, when it asked for it.
+    previous: Option<hkv_types::Previous>,
     // Scratch, kept to avoid allocating per batch.
     hashes: Vec<KeyHash>,
     group: Vec<u32>,
@@ -163,6 +165,7 @@ impl Partition {
             cas_override: None,
             last_loc: NO_LOCATION,
             binary_key: false,
+            previous: None,
             hashes: Vec::new(),
             group: Vec::with_capacity(READ_GROUP),
             group_hashes: Vec::with_capacity(READ_GROUP),
@@ -656,11 +659,15 @@ impl Partition {
             } else {
                 None
             };
+            self.previous = None;
             results[iu] = self.write(req, &h, now, data);
             self.pre = None;
             self.timing.writes += 1;
             self.timing.write_ns += t.elapsed().as_nanos() as u64;
-            after[iu] = self.last;
+            after[iu] = After {
+                previous: self.previous,
+                ..self.last
+            };
             if self.pending.len() >= PENDING_LIMIT
                 || (!self.delay_writes && !self.pending.is_empty())
             {
@@ -851,6 +858,9 @@ impl Partition {
         if matches!(req.op, Op::Incr | Op::Decr | Op::Vector) {
             self.forward_atomic(req.key, h, cur);
         }
+        if req.meta.previous {
+            self.copy_previous(req, cur, data);
+        }
         if matches!(
             req.op,
             Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas
@@ -1004,6 +1014,24 @@ impl Partition {
         }
     }
 
+    /// KVCG's previous value: a storage command or DELETE that asked for it copies the value
+    /// its key holds now, before it runs (answered whatever the command then does).
+    fn copy_previous(&mut self, req: &Request<'_>, cur: Option<Location>, data: &mut Vec<u8>) {
+        let writes = matches!(
+            req.op,
+            Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas | Op::Delete
+        );
+        if let (true, Some(item)) = (writes, cur.and_then(|l| self.store.get(l))) {
+            let offset = data.len();
+            data.extend_from_slice(item.value());
+            self.previous = Some(hkv_types::Previous {
+                offset,
+                len: item.value_len() as u32,
+                flags: item.flags(),
+            });
+        }
+    }
+
     fn arith(
         &mut self,
         req: &Request<'_>,
@@ -1076,6 +1104,7 @@ impl Partition {
                 len: old_len as u32,
                 expiry,
                 created: false,
+                previous: None,
             };
             return Response::Number(new);
         }
@@ -1201,6 +1230,7 @@ impl Partition {
             len,
             expiry: raw_expiry,
             created: false,
+            previous: None,
         };
         Response::Stored
     }

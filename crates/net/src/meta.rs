@@ -93,6 +93,8 @@ pub(crate) fn plan_meta<'a>(
             || l == b'k'
             || l == b'O'
             || (kind == MetaKind::Set && matches!(l, b'c' | b's'))
+            // `G`: f and s describe the previous value (0 when there was none).
+            || (f.previous && matches!(kind, MetaKind::Set | MetaKind::Delete) && matches!(l, b'f' | b's'))
             || (kind == MetaKind::Arith && matches!(l, b'c' | b't'));
         if echoed {
             echo.ret[echo.ret_len as usize] = l;
@@ -158,6 +160,7 @@ fn plan_request<'a>(
                 _ => return Err(hkv_proto::errors::meta::MS_MODE),
             };
             meta.invalidate = f.invalidate;
+            meta.previous = f.previous;
             if matches!(op, Op::Append | Op::Prepend) {
                 meta.vivify = f.vivify;
             }
@@ -174,6 +177,7 @@ fn plan_request<'a>(
         MetaCmd::Delete { .. } => {
             meta.invalidate = f.invalidate;
             meta.strip_value = f.strip_value;
+            meta.previous = f.previous;
             if f.invalidate {
                 meta.ttl = f.ttl;
             }
@@ -455,6 +459,21 @@ fn write_reply(
             return;
         }
     };
+    if let (Some(p), "HD", MetaKind::Set | MetaKind::Delete) = (after.previous, code, kind) {
+        // `G`: the value replaced or deleted, as `mg v` answers a value (f and s describe
+        // it; c and t the item left behind). A value is never suppressed by q.
+        let prev = Found {
+            flags: p.flags,
+            len: p.len,
+            ..written
+        };
+        let _ = write!(out, "VA {}", p.len);
+        ret_flags(out, echo, rbuf, Some(&prev), now);
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(res.previous(&p));
+        out.extend_from_slice(b"\r\n");
+        return;
+    }
     // q: the nominal reply (HD) is suppressed; failures are always sent.
     if echo.quiet && code == "HD" && !after.created {
         return;

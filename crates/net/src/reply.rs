@@ -13,15 +13,7 @@ pub(crate) fn line(out: &mut Vec<u8>, s: &str) {
 /// memcached's error line for an engine result that is a failure (or, for a result a
 /// command cannot produce, a server error rather than silence).
 pub(crate) fn error_line(r: &Response) -> &'static str {
-    match r {
-        Response::NonNumeric => hkv_proto::errors::NON_NUMERIC,
-        Response::TooLarge => hkv_proto::errors::TOO_LARGE,
-        Response::OutOfMemory => hkv_proto::errors::OUT_OF_MEMORY,
-        Response::KeyTooLong => hkv_proto::errors::BAD_FORMAT,
-        // Only reads are deferred, and a pass stops its client before the first of them.
-        Response::Deferred => hkv_proto::errors::GET_OUT_OF_MEMORY,
-        _ => hkv_proto::errors::UNEXPECTED,
-    }
+    hkv_proto::errors::for_response(r)
 }
 
 pub(crate) fn unix_now() -> u32 {

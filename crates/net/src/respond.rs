@@ -81,6 +81,20 @@ pub(crate) fn wr_compose(
             line(out, "OK");
         }
         Step::MetaDump(ref classes) => crate::stats::metadump(classes.as_deref(), shared, now, out),
+        Step::Previous {
+            idx,
+            key_off,
+            key_len,
+            noreply,
+        } => {
+            if !noreply {
+                let r = &res.results[idx as usize];
+                let prev = res.after.get(idx as usize).and_then(|a| a.previous);
+                let value = prev.as_ref().map_or(&[][..], |p| res.previous(p));
+                let key = &rbuf[key_off as usize..(key_off + key_len) as usize];
+                hkv_proto::text::previous::compose(out, key, r, prev.as_ref(), value);
+            }
+        }
         Step::Vector {
             idx,
             key_off,

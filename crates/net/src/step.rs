@@ -35,6 +35,13 @@ pub(crate) enum Step {
         to: i64,
     },
     Automove(u8),
+    /// The reply of `getset` / `getdel`: the previous value as `get` answers it.
+    Previous {
+        idx: u32,
+        key_off: u32,
+        key_len: u32,
+        noreply: bool,
+    },
     /// The reply of a vector command (`UPDATED`, `RESULT`, a value, an error).
     Vector {
         idx: u32,

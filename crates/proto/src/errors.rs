@@ -17,6 +17,22 @@ pub const UNEXPECTED: &str = "SERVER_ERROR unexpected engine response";
 pub const MULTI_PACKET: &str = "SERVER_ERROR multi-packet request not supported";
 pub const ILLEGAL_SLAB: &str = "CLIENT_ERROR Illegal slab id";
 
+/// memcached's error line for an engine result that is a failure (or, for a result a
+/// command cannot produce, a server error rather than silence).
+pub fn for_response(r: &hkv_types::Response) -> &'static str {
+    use hkv_types::Response;
+    match r {
+        Response::NonNumeric => NON_NUMERIC,
+        Response::TooLarge => TOO_LARGE,
+        Response::OutOfMemory => OUT_OF_MEMORY,
+        Response::KeyTooLong => BAD_FORMAT,
+        // Only reads are deferred, and a pass stops its client before the first of them.
+        Response::Deferred => GET_OUT_OF_MEMORY,
+        Response::Vector(e) => vector::for_error(*e),
+        _ => UNEXPECTED,
+    }
+}
+
 /// Meta commands.
 pub mod meta {
     pub const DUPLICATE_FLAG: &str = "CLIENT_ERROR duplicate flag";
@@ -53,4 +69,15 @@ pub mod vector {
         "CLIENT_ERROR value length is not a multiple of the element size";
     pub const VECTOR_LENGTH: &str = "CLIENT_ERROR vector length differs from the value length";
     pub const EMPTY: &str = "CLIENT_ERROR empty value";
+
+    /// The reason a client reads for an engine refusal.
+    pub fn for_error(e: hkv_types::VectorError) -> &'static str {
+        use hkv_types::VectorError;
+        match e {
+            VectorError::NotMultiple => NOT_MULTIPLE,
+            VectorError::VectorLength => VECTOR_LENGTH,
+            VectorError::Empty => EMPTY,
+            VectorError::Unsupported => FLOAT_BITWISE,
+        }
+    }
 }

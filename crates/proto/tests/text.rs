@@ -61,7 +61,8 @@ fn complete_requests() {
             exptime: 2,
             cas: 99,
             data: b"abc",
-            noreply: true
+            noreply: true,
+            previous: false,
         }
     );
     assert!(matches!(

@@ -56,6 +56,9 @@ pub struct Meta {
     pub ttl: Option<i64>,
     /// `ms b`: the key was sent in base64, and `k` should return it that way.
     pub binary_key: bool,
+    /// `getset`, `getdel`, meta `G` (KVCG's previous value): a storage command or DELETE
+    /// also answers the value its key held before it ran ([`After::previous`]).
+    pub previous: bool,
 }
 
 impl Meta {
@@ -263,6 +266,23 @@ pub struct After {
     pub expiry: u32,
     /// The write created the item on a miss (meta `N`).
     pub created: bool,
+    /// With [`Meta::previous`]: the value the key held before the write, if it had one.
+    pub previous: Option<Previous>,
+}
+
+/// A value a write replaced or deleted, copied into [`Responses::data`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Previous {
+    pub offset: usize,
+    pub len: u32,
+    pub flags: u32,
+}
+
+impl Responses {
+    /// The bytes of a [`Previous`].
+    pub fn previous(&self, p: &Previous) -> &[u8] {
+        &self.data[p.offset..p.offset + p.len as usize]
+    }
 }
 
 /// The answers to one batch, in request order, and the bytes of the values they return.

@@ -115,6 +115,7 @@ impl Partition {
                     len,
                     expiry,
                     created: false,
+                    previous: None,
                 };
                 answer
             }

@@ -242,7 +242,7 @@ pub(crate) fn pp_plan_input<'a>(
         let new = &batch[b0..];
         let writes = new.iter().any(|r| !r.is_read());
         if writes {
-            let values = new.iter().filter(|r| returns_value(r.op)).count();
+            let values = new.iter().filter(|r| returns_value(r)).count();
             if !client.charge(pass, client.open_reads + values, first) {
                 // Not this pass: the command is parsed again next time.
                 batch.truncate(b0);
@@ -304,9 +304,10 @@ pub(crate) fn pp_plan_input<'a>(
     end
 }
 
-fn returns_value(op: Op) -> bool {
-    // Vector: `vfilter` and `vupdate ... old` answer a value.
-    matches!(op, Op::Get | Op::Gets | Op::Gat | Op::Gats | Op::Vector)
+fn returns_value(r: &Request<'_>) -> bool {
+    // Vector: `vfilter` and `vupdate ... old` answer a value; `previous`: getset, getdel,
+    // meta `G`.
+    r.meta.previous || matches!(r.op, Op::Get | Op::Gets | Op::Gat | Op::Gats | Op::Vector)
 }
 
 /// Plans one binary request. Returns true if parsing must stop after it.

@@ -179,16 +179,25 @@ fn plan_command<'a>(
             cas,
             data,
             noreply,
+            previous,
         } => {
-            let idx = engine(Request {
+            let mut req = Request {
                 cas,
                 ..Request::store(op, key, data, flags, exptime)
-            });
-            steps.push(Step::Reply { idx, noreply });
+            };
+            req.meta.previous = previous;
+            let idx = engine(req);
+            steps.push(reply_step(idx, key, buf, noreply, previous));
         }
-        Command::Delete { key, noreply } => {
-            let idx = engine(Request::delete(key));
-            steps.push(Step::Reply { idx, noreply });
+        Command::Delete {
+            key,
+            noreply,
+            previous,
+        } => {
+            let mut req = Request::delete(key);
+            req.meta.previous = previous;
+            let idx = engine(req);
+            steps.push(reply_step(idx, key, buf, noreply, previous));
         }
         Command::Arith {
             op,
@@ -255,6 +264,19 @@ fn plan_command<'a>(
         }
     }
     false
+}
+
+/// The reply of a write: its status line, or for `getset`/`getdel` the previous value.
+fn reply_step(idx: u32, key: &[u8], buf: &[u8], noreply: bool, previous: bool) -> Step {
+    if !previous {
+        return Step::Reply { idx, noreply };
+    }
+    Step::Previous {
+        idx,
+        key_off: (key.as_ptr() as usize - buf.as_ptr() as usize) as u32,
+        key_len: key.len() as u32,
+        noreply,
+    }
 }
 
 /// Test knob, as `HKV_OPENCL_FAIL_AFTER` is for the device: `HKV_FAULT_PANIC_KEY=k` makes the

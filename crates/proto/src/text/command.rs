@@ -26,10 +26,14 @@ pub enum Command<'a> {
         cas: u64,
         data: &'a [u8],
         noreply: bool,
+        /// `getset`: answer the value the key held before (hkv's extension).
+        previous: bool,
     },
     Delete {
         key: &'a [u8],
         noreply: bool,
+        /// `getdel`: answer the value deleted (hkv's extension).
+        previous: bool,
     },
     Arith {
         /// Incr or Decr.

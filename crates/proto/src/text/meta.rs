@@ -6,9 +6,10 @@ use super::parsed::{bad_format, Limits, Parsed};
 use super::tokens::{parse_i32, parse_u32, parse_u64};
 use crate::errors::{BAD_DATA_CHUNK, ERROR, TOO_LARGE};
 
-/// Every flag letter memcached's meta parser accepts, for every meta command. Flags that do
-/// not apply to a command are accepted and ignored, as memcached does.
-pub const META_FLAG_LETTERS: &[u8] = b"bNTRlOPLkstcfvhuqFCMJDIEx";
+/// Every flag letter memcached's meta parser accepts, for every meta command, and hkv's `G`
+/// (docs/protocol-extensions.md). Flags that do not apply to a command are accepted and
+/// ignored, as memcached does.
+pub const META_FLAG_LETTERS: &[u8] = b"bNTRlOPLkstcfvhuqFCMJDIExG";
 /// More flags than this on one line is an error.
 const MAX_FLAGS: usize = 17;
 
@@ -49,6 +50,9 @@ pub struct MetaFlags<'a> {
     pub value: bool,
     /// `x`: md removes the value, keeps the item.
     pub strip_value: bool,
+    /// `G` (hkv's extension): ms and md answer the value the key held before, as `mg v`
+    /// would (`VA`).
+    pub previous: bool,
     /// The letters that ask for something back (`b c f h k l O s t`), in request order, as
     /// memcached echoes them.
     ret: [u8; MAX_FLAGS],
@@ -116,6 +120,7 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
             b'u' => f.no_bump = true,
             b'v' => f.value = true,
             b'x' => f.strip_value = true,
+            b'G' => f.previous = true,
             _ => {}
         }
         if b"cfhklOst".contains(&letter) {

@@ -4,6 +4,7 @@ mod command;
 mod meta;
 mod parse;
 mod parsed;
+pub mod previous;
 mod tokens;
 pub mod vector;
 

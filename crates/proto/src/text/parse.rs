@@ -119,9 +119,9 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 cas: name == b"gats",
             })
         }
-        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" => {
+        b"set" | b"add" | b"replace" | b"append" | b"prepend" | b"cas" | b"getset" => {
             let op = match name {
-                b"set" => Op::Set,
+                b"set" | b"getset" => Op::Set,
                 b"add" => Op::Add,
                 b"replace" => Op::Replace,
                 b"append" => Op::Append,
@@ -183,6 +183,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     cas,
                     data: &buf[line_len..line_len + vlen],
                     noreply,
+                    previous: name == b"getset",
                 },
                 len: total,
             }
@@ -208,6 +209,22 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             cmd(Command::Delete {
                 key: tokens[1],
                 noreply,
+                previous: false,
+            })
+        }
+        b"getdel" => {
+            // hkv's extension (KVCG's previous value): `getdel <key> [noreply]`.
+            if n != 2 && !(n == 3 && noreply_at(2)) {
+                return Parsed::error(ERROR, line_len);
+            }
+            let noreply = n == 3;
+            if !key_ok(tokens[1]) {
+                return quiet_error(BAD_FORMAT, line_len, noreply);
+            }
+            cmd(Command::Delete {
+                key: tokens[1],
+                noreply,
+                previous: true,
             })
         }
         b"incr" | b"decr" => {

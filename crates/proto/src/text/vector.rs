@@ -9,13 +9,13 @@
 
 use std::io::Write;
 
-use hkv_types::{Cmp, Elem, ReduceOp, Response, UpdateOp, Vector, VectorCall, VectorError};
+use hkv_types::{Cmp, Elem, ReduceOp, Response, UpdateOp, Vector, VectorCall};
 
 use super::command::Command;
 use super::parsed::{Limits, Parsed};
 use super::tokens::parse_u64;
 use crate::errors::vector as err;
-use crate::errors::{BAD_DATA_CHUNK, BAD_FORMAT, ERROR, TOO_LARGE, UNEXPECTED};
+use crate::errors::{BAD_DATA_CHUNK, BAD_FORMAT, ERROR, TOO_LARGE};
 use crate::MAX_KEY_LEN;
 
 /// The command names, for the dispatcher.
@@ -177,16 +177,6 @@ pub fn parse_scalar(elem: Elem, t: &[u8]) -> Option<u64> {
     Some(v as u64 & mask)
 }
 
-/// The reason a client reads for an engine refusal.
-pub fn error_line(e: VectorError) -> &'static str {
-    match e {
-        VectorError::NotMultiple => err::NOT_MULTIPLE,
-        VectorError::VectorLength => err::VECTOR_LENGTH,
-        VectorError::Empty => err::EMPTY,
-        VectorError::Unsupported => err::FLOAT_BITWISE,
-    }
-}
-
 /// Writes the reply to a vector command: `UPDATED`, `RESULT <n>`, a value as `get` answers
 /// it (`vfilter`, `vupdate ... old`), `NOT_FOUND` or a `CLIENT_ERROR`.
 pub fn compose(out: &mut Vec<u8>, key: &[u8], r: &Response, value: &[u8]) {
@@ -207,8 +197,7 @@ pub fn compose(out: &mut Vec<u8>, key: &[u8], r: &Response, value: &[u8]) {
             out.extend_from_slice(b"\r\nEND\r\n");
         }
         Response::NotFound | Response::Miss => line(out, "NOT_FOUND"),
-        Response::Vector(e) => line(out, error_line(e)),
-        _ => line(out, UNEXPECTED),
+        ref other => line(out, crate::errors::for_response(other)),
     }
 }
 
@@ -353,7 +342,12 @@ mod tests {
         };
         compose(&mut out, b"k", &v, b"ab");
         compose(&mut out, b"k", &Response::NotFound, b"");
-        compose(&mut out, b"k", &Response::Vector(VectorError::Empty), b"");
+        compose(
+            &mut out,
+            b"k",
+            &Response::Vector(hkv_types::VectorError::Empty),
+            b"",
+        );
         assert_eq!(
             out,
             b"UPDATED\r\nRESULT -5\r\nVALUE k 3 2\r\nab\r\nEND\r\nNOT_FOUND\r\nCLIENT_ERROR empty value\r\n"
