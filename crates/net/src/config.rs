@@ -36,6 +36,10 @@ pub struct NetConfig {
     /// `-S`: SASL over the binary protocol, with these users; every other protocol and
     /// transport is refused (docs/protocol.md).
     pub sasl: Option<Arc<SaslUsers>>,
+    /// `-Y`: text protocol authentication from this `user:password` file.
+    pub authfile: Option<Arc<SaslUsers>>,
+    /// `-X`: `stats cachedump` and `lru_crawler metadump` refused.
+    pub disable_dumping: bool,
 }
 
 impl Default for NetConfig {
@@ -55,6 +59,8 @@ impl Default for NetConfig {
             idle_timeout: None,
             conn_buffer_limit: 64 << 20,
             sasl: None,
+            authfile: None,
+            disable_dumping: false,
         }
     }
 }

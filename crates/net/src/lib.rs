@@ -5,6 +5,7 @@
 //! request, runs them all through the engine as **one batch**, and writes each connection's
 //! responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
 
+mod authfile;
 mod binary;
 mod config;
 mod conn;

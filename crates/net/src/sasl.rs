@@ -60,6 +60,8 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 pub(crate) struct Gate<'a> {
     /// Some when `-S` is on.
     pub users: Option<&'a SaslUsers>,
+    /// Some when `-Y` is on (text protocol authentication, [`crate::authfile`]).
+    pub authfile: Option<&'a SaslUsers>,
     pub authed: bool,
     /// SASL commands seen and failed authentications, for `auth_cmds` / `auth_errors`.
     pub cmds: u64,
@@ -68,7 +70,7 @@ pub(crate) struct Gate<'a> {
 
 impl Gate<'_> {
     pub fn open(&self) -> bool {
-        self.users.is_none() || self.authed
+        (self.users.is_none() && self.authfile.is_none()) || self.authed
     }
 }
 
@@ -95,6 +97,10 @@ pub(crate) fn gate_binary(
         op::SASL_LIST_MECHS | op::SASL_AUTH | op::SASL_STEP
     );
     let Some(users) = gate.users else {
+        if gate.authfile.is_some() && !gate.authed {
+            // -Y without -S: the binary protocol has no way to authenticate.
+            return Verdict::Close;
+        }
         // Without -S memcached does not know these commands.
         return Verdict::Pass;
     };
@@ -186,6 +192,7 @@ mod tests {
         let users = SaslUsers::parse("alice:secret").unwrap();
         let mut g = Gate {
             users: Some(&users),
+            authfile: None,
             authed: false,
             cmds: 0,
             errors: 0,
@@ -242,6 +249,7 @@ mod tests {
     fn without_sasl_the_gate_is_open_and_sasl_commands_are_unknown() {
         let mut g = Gate {
             users: None,
+            authfile: None,
             authed: false,
             cmds: 0,
             errors: 0,

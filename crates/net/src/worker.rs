@@ -372,8 +372,8 @@ impl Worker {
                         .stats
                         .bytes_read
                         .fetch_add(n as u64, Ordering::Relaxed);
-                    if self.shared.config.sasl.is_some() {
-                        // UDP has no connection to authenticate: with -S nothing is
+                    if self.shared.config.sasl.is_some() || self.shared.config.authfile.is_some() {
+                        // UDP has no connection to authenticate: with -S or -Y nothing is
                         // served over it (and nothing is answered, so no reflection).
                         continue;
                     }
@@ -447,6 +447,7 @@ impl Worker {
         self.keys.reset();
         let keys = &self.keys;
         let sasl = self.shared.config.sasl.as_deref();
+        let authfile = self.shared.config.authfile.as_deref();
         let conns = &self.conns;
         let steps = &mut self.steps;
         let marks = &mut self.marks;
@@ -460,6 +461,7 @@ impl Worker {
             let (start, mstart) = (steps.len(), marks.len());
             let mut gate = Gate {
                 users: sasl,
+                authfile,
                 authed: c.authed,
                 cmds: 0,
                 errors: 0,
@@ -511,6 +513,7 @@ impl Worker {
                 // UDP datagrams never reach here with -S (receive_udp drops them).
                 &mut Gate {
                     users: None,
+                    authfile: None,
                     authed: true,
                     cmds: 0,
                     errors: 0,

@@ -55,6 +55,9 @@ pub mod admin {
     pub const SHUTDOWN_DISABLED: &str = "ERROR: shutdown not enabled";
     pub const MEMLIMIT_TOO_SMALL: &str = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
     pub const BAD_CLASS_ID: &str = "BADCLASS invalid class id";
+    /// With `-X`.
+    pub const CACHEDUMP_DISABLED: &str = "CLIENT_ERROR stats cachedump not allowed";
+    pub const METADUMP_DISABLED: &str = "ERROR metadump not allowed";
 }
 
 /// hkv's vector commands (docs/protocol-extensions.md).

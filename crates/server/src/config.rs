@@ -46,6 +46,13 @@ pub struct Cli {
     /// The password file for -S: `user:password` lines (memcached's MEMCACHED_SASL_PWDB).
     #[arg(long = "sasl-pwdb", value_name = "FILE")]
     pub sasl_pwdb: Option<PathBuf>,
+    /// memcached's text protocol authentication: `user:password` lines; until a `set` whose
+    /// data is `<user> <password>`, every command gets `CLIENT_ERROR unauthenticated`.
+    #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
+    pub auth_file: Option<PathBuf>,
+    /// Refuse `stats cachedump` and `lru_crawler metadump` (memcached's -X).
+    #[arg(short = 'X', long = "disable-dumping")]
+    pub disable_dumping: bool,
     /// More logging (-v, -vv, -vvv).
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     pub verbose: u8,

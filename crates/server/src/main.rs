@@ -72,6 +72,8 @@ fn main() -> anyhow::Result<()> {
                 .then(|| std::time::Duration::from_secs(settings.idle_timeout.into())),
             conn_buffer_limit: settings.conn_buffer_mb << 20,
             sasl: sasl_users(&cli)?,
+            authfile: auth_file(&cli)?,
+            disable_dumping: cli.disable_dumping,
             ..NetConfig::default()
         },
     )?;
@@ -98,6 +100,18 @@ fn main() -> anyhow::Result<()> {
         })?;
     server.wait();
     Ok(())
+}
+
+/// `-Y`: the users of the text protocol's authentication.
+fn auth_file(cli: &Cli) -> anyhow::Result<Option<std::sync::Arc<hkv_net::SaslUsers>>> {
+    let Some(path) = &cli.auth_file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let users =
+        hkv_net::SaslUsers::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(Some(std::sync::Arc::new(users)))
 }
 
 /// `-S`: the users from `--sasl-pwdb FILE`, else from the file `MEMCACHED_SASL_PWDB` names

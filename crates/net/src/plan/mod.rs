@@ -225,6 +225,10 @@ pub(crate) fn pp_plan_input<'a>(
             .get_or_insert(buf[end.pos] == hkv_proto::binary::REQUEST_MAGIC);
         let stop = if binary {
             plan_binary(buf, &limits, &mut end, batch, steps, gate)
+        } else if !gate.open() && gate.users.is_none() {
+            // -Y: text commands are refused one by one until a `set` authenticates.
+            let hint = if p0 == start { scanned_in } else { 0 };
+            crate::authfile::plan_unauthenticated(buf, &limits, hint, &mut end, steps, gate)
         } else if !gate.open() {
             // With -S the text and meta protocols are refused: memcached reads such a
             // connection as binary and hangs up on its first bytes.

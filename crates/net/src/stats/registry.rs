@@ -180,7 +180,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "cas_enabled", Setting, "CAS is always on", |_| Val::Str("yes");
     "binding_protocol", Setting, "-B: text and binary are told apart per connection", |_| Val::Str("auto-negotiate");
     "auth_enabled_sasl", Setting, "-S", |s| Val::Str(if s.shared.config.sasl.is_some() { "yes" } else { "no" });
-    "auth_enabled_ascii", Setting, "-Y", |_| Val::Str("no");
+    "auth_enabled_ascii", Setting, "-Y", |s| Val::Str(if s.shared.config.authfile.is_some() { "yes" } else { "no" });
     "item_size_max", Setting, "-I", |s| Val::U(s.shared.config.limits.max_item_size as u64);
     "tcp_backlog", Setting, "listen backlog", |_| Val::U(1024);
     "maxconns_fast", Setting, "connections over -c are refused at once", |_| Val::Str("yes");
@@ -190,7 +190,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "slab_chunk_max", Setting, "largest chunk (one per page)", |s| Val::U((s.shared.config.page_size - 8) as u64);
     "hash_algorithm", Setting, "key hash", |_| Val::Str("xxh3");
     "flush_enabled", Setting, "flush_all is allowed", |_| Val::Str("yes");
-    "dump_enabled", Setting, "cachedump and metadump are allowed", |_| Val::Str("yes");
+    "dump_enabled", Setting, "cachedump and metadump are allowed (-X turns them off)", |s| Val::Str(if s.shared.config.disable_dumping { "no" } else { "yes" });
     "idle_timeout", Setting, "-o idle_timeout", |s| Val::U(s.shared.config.idle_timeout.map_or(0, |d| d.as_secs()));
     "read_buf_mem_limit", Setting, "--conn-buffer-mb in bytes: all connections' buffers together", |s| Val::U(s.shared.config.conn_buffer_limit as u64);
     "track_sizes", Setting, "stats sizes (not tracked)", |_| Val::Str("no");
@@ -398,6 +398,11 @@ pub(crate) fn stats_reply(
             reset(shared, now);
             return Ok(StatsReply::Reset);
         }
+        Some(b"cachedump") if shared.config.disable_dumping => {
+            return Err(StatsError::Line(
+                hkv_proto::errors::admin::CACHEDUMP_DISABLED,
+            ))
+        }
         Some(b"cachedump") => return cachedump(&args[1..], shared, now),
         Some(_) => return Err(StatsError::Unknown),
     }))
@@ -459,6 +464,10 @@ const METADUMP_MAX_BYTES: usize = 16 << 20;
 
 /// `lru_crawler metadump <all|ids>`: one line per live item, as memcached prints them.
 pub(crate) fn metadump(classes: Option<&[u32]>, shared: &Shared, now: u32, out: &mut Vec<u8>) {
+    if shared.config.disable_dumping {
+        crate::reply::line(out, hkv_proto::errors::admin::METADUMP_DISABLED);
+        return;
+    }
     let start = out.len();
     // A line is at least ~64 bytes, so no more items than this can fit.
     let single = match classes {
