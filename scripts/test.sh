@@ -32,6 +32,8 @@ command -v saslpasswd2 >/dev/null 2>&1 || need+=(sasl2-bin)
 # memjs, the Node binary+SASL client.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# twemproxy: scale-out through the proxy operators already run.
+command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || need+=(nutcracker)
 # PoCL: the OpenCL backend is tested for real on the CPU.
 [ -e /etc/OpenCL/vendors/pocl.icd ] || need+=(pocl-opencl-icd ocl-icd-libopencl1)
 if [ ${#need[@]} -gt 0 ]; then
