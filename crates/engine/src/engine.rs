@@ -33,6 +33,9 @@ pub struct EngineConfig {
     pub merge_atomics: bool,
     /// Where vector updates run (`--vector-placement`).
     pub vector_placement: crate::VectorPlacement,
+    /// Evict live items when memory is spent (memcached's default; `-M`: false, and a
+    /// write that needs memory answers out of memory instead).
+    pub evictions: bool,
 }
 
 /// `--engine`: where the index lives.
@@ -60,6 +63,7 @@ impl Default for EngineConfig {
             schedule: crate::ScheduleConfig::default(),
             merge_atomics: true,
             vector_placement: crate::VectorPlacement::Auto,
+            evictions: true,
         }
     }
 }
@@ -145,6 +149,7 @@ impl Engine {
             // Without a scheduler here, the bounds say whether batches are periodic (C > 0).
             part.set_write_delay(part.has_device() || config.schedule.min_us > 0.0);
             part.set_merge_atomics(config.merge_atomics);
+            part.set_evictions(config.evictions);
             part.set_vector_placement(config.vector_placement, calibrated);
             calibrated = Some(part.vector_placement().1);
             partitions.push(part);

@@ -1302,6 +1302,11 @@ impl Partition {
         self.store.set_automove(on);
     }
 
+    /// `-M`: no live item is evicted for room (see [`crate::EngineConfig::evictions`]).
+    pub fn set_evictions(&mut self, on: bool) {
+        self.store.set_evictions(on);
+    }
+
     /// Background expiry, bounded per call; runs when the clock has moved on.
     fn maybe_sweep(&mut self, now: u32) {
         if now <= self.last_sweep {

@@ -392,6 +392,11 @@ impl SharedEngine {
         }
     }
 
+    /// Whether live items are evicted for room (false with `-M`).
+    pub fn evictions_enabled(&self) -> bool {
+        self.lock(0).store().evictions_enabled()
+    }
+
     pub fn automove(&self) -> bool {
         self.lock(0).store().automove()
     }

@@ -50,6 +50,18 @@ pub struct Cli {
     /// data is `<user> <password>`, every command gets `CLIENT_ERROR unauthenticated`.
     #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
     pub auth_file: Option<PathBuf>,
+    /// Answer out of memory instead of evicting items (memcached's -M).
+    #[arg(short = 'M', long = "disable-evictions")]
+    pub disable_evictions: bool,
+    /// Run in the background (memcached's -d): detach from the terminal; nothing is printed.
+    #[arg(short = 'd', long = "daemon")]
+    pub daemon: bool,
+    /// Write the process id to this file (memcached's -P); removed on a clean exit.
+    #[arg(short = 'P', long = "pidfile", value_name = "FILE")]
+    pub pidfile: Option<PathBuf>,
+    /// When started as root, run as this user once the ports are bound (memcached's -u).
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    pub user: Option<String>,
     /// Refuse `stats cachedump` and `lru_crawler metadump` (memcached's -X).
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,

@@ -30,6 +30,20 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
+    // Files are read and paths made absolute before -d changes directory to /.
+    let sasl = sasl_users(&cli)?;
+    let authfile = auth_file(&cli)?;
+    let pidfile = cli.pidfile.as_ref().map(std::path::absolute).transpose()?;
+    if cli.daemon {
+        // Nothing has started a thread yet, so forking here is sound; stdio goes to
+        // /dev/null, as memcached's -d does.
+        nix::unistd::daemon(false, false)?;
+    }
+    if let Some(p) = &pidfile {
+        std::fs::write(p, format!("{}\n", std::process::id()))
+            .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
+    }
+
     // Before any key is hashed: a per-process seed, so bucket-flooding keys cannot be
     // computed offline (RandomState draws its keys from the OS).
     hkv_engine::set_hash_seed({
@@ -49,6 +63,7 @@ fn main() -> anyhow::Result<()> {
         schedule: settings.schedule(),
         merge_atomics: settings.merge_atomics,
         vector_placement: settings.vector_placement(),
+        evictions: !cli.disable_evictions,
         ..EngineConfig::default()
     })?;
     tracing::info!(backends = ?engine.backends(), "engine ready");
@@ -71,12 +86,15 @@ fn main() -> anyhow::Result<()> {
             idle_timeout: (settings.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(settings.idle_timeout.into())),
             conn_buffer_limit: settings.conn_buffer_mb << 20,
-            sasl: sasl_users(&cli)?,
-            authfile: auth_file(&cli)?,
+            sasl,
+            authfile,
             disable_dumping: cli.disable_dumping,
             ..NetConfig::default()
         },
     )?;
+    if let Some(user) = &cli.user {
+        drop_privileges(user)?;
+    }
     // Tests and scripts start hkv on port 0 and read the real address from this line.
     println!("hkv listening on {}", server.local_addr());
     if let Some(udp) = server.udp_addr() {
@@ -99,6 +117,25 @@ fn main() -> anyhow::Result<()> {
             }
         })?;
     server.wait();
+    if let Some(p) = &pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(())
+}
+
+/// `-u`: once the ports are bound, a server started as root runs as `user` (its group,
+/// and no supplementary groups). Not root: nothing to drop, as memcached.
+fn drop_privileges(user: &str) -> anyhow::Result<()> {
+    use nix::unistd::{setgid, setgroups, setuid, Uid, User};
+    if !Uid::effective().is_root() {
+        tracing::warn!(user, "-u ignored: not running as root");
+        return Ok(());
+    }
+    let u = User::from_name(user)?.ok_or_else(|| anyhow::anyhow!("-u {user}: no such user"))?;
+    setgroups(&[u.gid])?;
+    setgid(u.gid)?;
+    setuid(u.uid)?;
+    tracing::info!(user, uid = u.uid.as_raw(), "running as {user}");
     Ok(())
 }
 

@@ -199,6 +199,9 @@ pub struct SlabStore {
     sweep_at: (usize, u32),
     /// Move pages between classes when one has none (`slabs automove`).
     automove: bool,
+    /// Reclaim live items when memory is spent (memcached's default; `-M` turns it off and
+    /// a store that needs memory fails instead). Expired items are reclaimed either way.
+    evict: bool,
 }
 
 /// Why `slabs reassign` moved nothing.
@@ -246,6 +249,7 @@ impl SlabStore {
             cas_step: config.cas_step.max(1),
             sweep_at: (0, 0),
             automove: true,
+            evict: true,
         }
     }
 
@@ -599,7 +603,7 @@ impl SlabStore {
             // memcached's slab automove, done inline: a class that has never had a page
             // (or lost its last) takes one from the class holding the most, instead of
             // answering out of memory while others hold memory.
-            if self.automove && self.classes[c].pages.is_empty() {
+            if self.automove && self.evict && self.classes[c].pages.is_empty() {
                 if let Some(from) = self.richest_class(c) {
                     if let Some(page) = self.take_page(from, now, on_reclaim) {
                         return Some(self.give_page(c, page, true));
@@ -739,6 +743,15 @@ impl SlabStore {
         Ok(())
     }
 
+    /// Whether live items may be evicted for room (`-M` turns it off).
+    pub fn set_evictions(&mut self, on: bool) {
+        self.evict = on;
+    }
+
+    pub fn evictions_enabled(&self) -> bool {
+        self.evict
+    }
+
     /// Turns inline page moves on or off (`slabs automove 0|1`).
     pub fn set_automove(&mut self, on: bool) {
         self.automove = on;
@@ -761,7 +774,15 @@ impl SlabStore {
         if slots == 0 {
             return None;
         }
-        for _ in 0..2 * slots as u64 + 1 {
+        // Without evictions only expired items may go; look at a bounded stretch for one
+        // (the expiry sweep reclaims the rest), so a full store fails fast rather than scan
+        // every chunk for each write.
+        let turns = if self.evict {
+            2 * slots as u64 + 1
+        } else {
+            u64::from(slots.min(256))
+        };
+        for _ in 0..turns {
             let slot = class.hand;
             class.hand = if slot + 1 >= slots { 0 } else { slot + 1 };
             let chunk = class.chunk(slot);
@@ -769,6 +790,9 @@ impl SlabStore {
                 continue;
             }
             let expired = is_expired(rd32(chunk, OFF_EXPIRY), now);
+            if !expired && !self.evict {
+                continue;
+            }
             if !expired && class.referenced(slot) {
                 class.set_referenced(slot, false);
                 continue;

@@ -167,7 +167,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "udpport", Setting, "-U", |s| Val::U(u64::from(s.shared.config.udp_listen.map_or(0, |a| a.port())));
     "inter", Setting, "-l", |s| Val::S(s.shared.config.listen.ip().to_string());
     "verbosity", Setting, "-v", |s| Val::U(u64::from(s.shared.config.verbose));
-    "evictions", Setting, "evict when full (-M is not supported)", |_| Val::Str("on");
+    "evictions", Setting, "evict when full (-M: off)", |s| Val::Str(if s.shared.engine.evictions_enabled() { "on" } else { "off" });
     "domain_socket", Setting, "-s (not supported)", |_| Val::Str("NULL");
     "shutdown_command", Setting, "-A", |s| Val::Str(if s.shared.config.enable_shutdown { "yes" } else { "no" });
     "growth_factor", Setting, "-f", |s| Val::F2(s.shared.config.growth_factor);
