@@ -25,6 +25,8 @@ pub(crate) const WAKE: Token = Token(usize::MAX);
 const UDP: Token = Token(usize::MAX - 1);
 /// Datagrams taken per pass; more wait for the next pass.
 const UDP_PER_PASS: usize = 64;
+/// Longest a stopping worker spends answering what its clients already sent.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// Value bytes a pass copies for deferrable reads, all connections together (each
 /// connection also stops at the output high-water mark); the rest wait for the next pass.
 const PASS_VALUE_BUDGET: usize = 16 << 20;
@@ -194,9 +196,51 @@ impl Worker {
                 }
             }
         }
+        self.drain();
         let tokens: Vec<usize> = self.conns.iter().map(|(t, _)| t).collect();
         for t in tokens {
             self.close(t);
+        }
+    }
+
+    /// Graceful stop (SIGTERM, `shutdown`): no new connections are taken, but what clients
+    /// have already sent is answered and the replies sent before their connections close,
+    /// so a restart loses no request a client believes it made. Bounded by [`DRAIN_LIMIT`]
+    /// (a client that does not read its replies cannot hold the exit up).
+    fn drain(&mut self) {
+        let deadline = Instant::now() + DRAIN_LIMIT;
+        // The first pass reads every connection: a readiness event may have arrived with the
+        // stop and never been handled.
+        let mut first = true;
+        while Instant::now() < deadline {
+            let busy: Vec<usize> = self
+                .conns
+                .iter()
+                .filter(|(_, c)| first || c.want_parse || c.want_read || c.pending_output() > 0)
+                .map(|(t, _)| t)
+                .collect();
+            first = false;
+            if busy.is_empty() {
+                return;
+            }
+            let before: usize = busy
+                .iter()
+                .filter_map(|&t| self.conns.get(t))
+                .map(|c| c.unparsed() + c.pending_output())
+                .sum();
+            self.pass(&busy);
+            let after: usize = busy
+                .iter()
+                .filter_map(|&t| self.conns.get(t))
+                .map(|c| c.unparsed() + c.pending_output())
+                .sum();
+            if after == before {
+                // Nothing moved (a client not reading, or half a request): look again soon.
+                std::thread::sleep(Duration::from_millis(5));
+                if after == 0 {
+                    return;
+                }
+            }
         }
     }
 
