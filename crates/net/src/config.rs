@@ -38,6 +38,8 @@ pub struct NetConfig {
     pub sasl: Option<Arc<SaslUsers>>,
     /// `-Y`: text protocol authentication from this `user:password` file.
     pub authfile: Option<Arc<SaslUsers>>,
+    /// `--admin-listen`: the HTTP endpoint for `/metrics` (Prometheus); off when `None`.
+    pub admin_listen: Option<SocketAddr>,
     /// `-X`: `stats cachedump` and `lru_crawler metadump` refused.
     pub disable_dumping: bool,
 }
@@ -61,6 +63,7 @@ impl Default for NetConfig {
             sasl: None,
             authfile: None,
             disable_dumping: false,
+            admin_listen: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! request, runs them all through the engine as **one batch**, and writes each connection's
 //! responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
 
+mod admin;
 mod authfile;
 mod binary;
 mod config;
@@ -55,6 +56,7 @@ pub enum NetError {
 pub struct Server {
     addr: SocketAddr,
     udp_addr: Option<SocketAddr>,
+    admin_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     wakers: Vec<Arc<Waker>>,
     threads: Vec<JoinHandle<()>>,
@@ -72,6 +74,13 @@ impl Server {
         let addr = listener.local_addr()?;
         let mut udp = shared_udp(&config)?;
         let udp_addr = udp.as_ref().map(|u| u.local_addr()).transpose()?;
+        let admin = config
+            .admin_listen
+            .map(|a| {
+                tiny_http::Server::http(a).map_err(|e| NetError::Bind(a, std::io::Error::other(e)))
+            })
+            .transpose()?;
+        let admin_addr = admin.as_ref().and_then(|s| s.server_addr().to_ip());
         let threads = config.threads.max(1);
         let shared = Arc::new(Shared {
             engine,
@@ -119,10 +128,19 @@ impl Server {
                 .name("hkv-accept".into())
                 .spawn(move || accept_loop(poll, listener, senders, acc_shared))?,
         );
+        if let Some(a) = admin {
+            let ashared = Arc::clone(&shared);
+            handles.push(
+                std::thread::Builder::new()
+                    .name("hkv-admin".into())
+                    .spawn(move || admin::serve(a, &ashared))?,
+            );
+        }
         tracing::info!(%addr, threads, "listening");
         Ok(Server {
             addr,
             udp_addr,
+            admin_addr,
             shared,
             wakers,
             threads: handles,
@@ -131,6 +149,11 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the admin endpoint (`/metrics`) listens, if it is on.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     pub fn udp_addr(&self) -> Option<SocketAddr> {

@@ -62,6 +62,11 @@ pub struct Cli {
     /// When started as root, run as this user once the ports are bound (memcached's -u).
     #[arg(short = 'u', long = "user", value_name = "USER")]
     pub user: Option<String>,
+    /// Serve Prometheus metrics (`/metrics`, memcached_exporter's names plus `hkv_*`) over
+    /// HTTP on this address; port 0 picks one (`hkv admin on ADDR` says which). Off by
+    /// default; no authentication, so keep it on loopback or a private network.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
     /// Refuse `stats cachedump` and `lru_crawler metadump` (memcached's -X).
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,

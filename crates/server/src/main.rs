@@ -89,6 +89,7 @@ fn main() -> anyhow::Result<()> {
             sasl,
             authfile,
             disable_dumping: cli.disable_dumping,
+            admin_listen: cli.admin_listen,
             ..NetConfig::default()
         },
     )?;
@@ -99,6 +100,9 @@ fn main() -> anyhow::Result<()> {
     println!("hkv listening on {}", server.local_addr());
     if let Some(udp) = server.udp_addr() {
         println!("hkv udp on {udp}");
+    }
+    if let Some(admin) = server.admin_addr() {
+        println!("hkv admin on {admin}");
     }
     use std::io::Write;
     std::io::stdout().flush()?;

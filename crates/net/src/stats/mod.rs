@@ -1,6 +1,7 @@
 //! Server-side counters (engine counters come from the engine), the registry that names
 //! every stat once ([`registry`]), and its text and binary emitters.
 
+pub(crate) mod prometheus;
 mod registry;
 
 pub(crate) use registry::{metadump, stats_reply, StatsError, StatsReply};

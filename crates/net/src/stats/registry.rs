@@ -70,7 +70,6 @@ pub(crate) struct Def {
     pub name: &'static str,
     pub kind: Kind,
     /// The meaning, for people and for the metrics endpoint's HELP lines.
-    #[allow(dead_code)]
     pub help: &'static str,
     pub get: fn(&Snap) -> Val,
 }
@@ -258,7 +257,8 @@ pub(crate) static HKV: &[Def] = defs![
 pub(crate) struct ClassDef {
     pub name: &'static str,
     pub kind: Kind,
-    /// The meaning, for people and for the metrics endpoint's HELP lines.
+    /// The meaning, for people (the metrics endpoint uses memcached_exporter's words for
+    /// these).
     #[allow(dead_code)]
     pub help: &'static str,
     pub get: fn(&ClassReport) -> u64,
@@ -551,3 +551,6 @@ mod tests {
         assert_eq!(Val::Fixed(2.0, 1).render(), "2.0");
     }
 }
+
+/// The `stats hkv` definitions, for the metrics endpoint.
+pub(crate) use HKV as HKV_DEFS;
