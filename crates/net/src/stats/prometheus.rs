@@ -14,12 +14,19 @@ enum Type {
     Gauge,
 }
 
+/// One metric family: its type, HELP text and samples (label set, value).
+struct Family {
+    t: Type,
+    help: &'static str,
+    samples: Vec<(String, f64)>,
+}
+
 /// Metric families in the order first seen, each with its samples (the text format wants a
 /// family's samples together).
 #[derive(Default)]
 struct Families {
     order: Vec<String>,
-    by_name: HashMap<String, (Type, &'static str, Vec<(String, f64)>)>,
+    by_name: HashMap<String, Family>,
 }
 
 impl Families {
@@ -35,15 +42,19 @@ impl Families {
         };
         let f = self.by_name.entry(name.to_string()).or_insert_with(|| {
             self.order.push(name.to_string());
-            (t, help, Vec::new())
+            Family {
+                t,
+                help,
+                samples: Vec::new(),
+            }
         });
-        f.2.push((labels, v));
+        f.samples.push((labels, v));
     }
 
     fn render(&self) -> String {
         let mut out = String::new();
         for name in &self.order {
-            let (t, help, samples) = &self.by_name[name];
+            let Family { t, help, samples } = &self.by_name[name];
             out.push_str(&format!("# HELP {name} {help}\n"));
             let t = if *t == Type::Counter {
                 "counter"
