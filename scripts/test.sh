@@ -36,6 +36,8 @@ command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || need+=(nutcracker)
 # systemd-analyze verifies the service unit in packaging/.
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# headless Chromium loads the admin dashboard under load.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # PoCL: the OpenCL backend is tested for real on the CPU.
 [ -e /etc/OpenCL/vendors/pocl.icd ] || need+=(pocl-opencl-icd ocl-icd-libopencl1)
 if [ ${#need[@]} -gt 0 ]; then

@@ -97,3 +97,17 @@ def memcached():
     s = start_memcached("-I", "2m", "-t", "2")
     yield s
     s.stop()
+
+
+@pytest.fixture
+def hkv_admin():
+    """hkv with its admin endpoint (`--admin-listen`); `.admin` is its base URL."""
+    proc = subprocess.Popen([HKV, "-p", "0", "-l", "127.0.0.1", "-t", "2",
+                             "--admin-listen", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    port = int(proc.stdout.readline().strip().rsplit(":", 1)[1])
+    admin = proc.stdout.readline().strip()
+    assert admin.startswith("hkv admin on "), admin
+    s = Server(proc, port)
+    s.admin = "http://" + admin.rsplit(" ", 1)[1]
+    yield s
+    s.stop()

@@ -1,7 +1,6 @@
 """`--admin-listen`: /metrics in Prometheus' text format, parsed by the official Python
 client's parser, under memcached_exporter's names and labels (so its dashboards work), with
 figures that follow the load."""
-import subprocess
 import urllib.error
 import urllib.request
 
@@ -9,20 +8,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pymemcache.client.base import Client
 
-from conftest import HKV, Server
-
-
-@pytest.fixture
-def hkv_admin():
-    proc = subprocess.Popen([HKV, "-p", "0", "-l", "127.0.0.1", "-t", "2",
-                             "--admin-listen", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
-    port = int(proc.stdout.readline().strip().rsplit(":", 1)[1])
-    admin = proc.stdout.readline().strip()
-    assert admin.startswith("hkv admin on "), admin
-    s = Server(proc, port)
-    s.admin = "http://" + admin.rsplit(" ", 1)[1]
-    yield s
-    s.stop()
 
 
 def scrape(s):

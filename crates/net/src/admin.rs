@@ -1,5 +1,6 @@
 //! The admin endpoint (`--admin-listen`): `GET /metrics` in Prometheus' text format, from the
-//! stats registry ([`crate::stats::prometheus`]). Off by default; it serves no data, only
+//! stats registry ([`crate::stats::prometheus`]), and `GET /`, a live dashboard (one HTML
+//! page with its script, no external assets) that reads `/metrics` once a second. Off by default; it serves no data, only
 //! figures, and has no authentication of its own, so it belongs on loopback or a private
 //! network.
 
@@ -8,6 +9,8 @@ use std::time::Duration;
 
 use crate::reply::unix_now;
 use crate::shared::Shared;
+
+const DASHBOARD: &str = include_str!("dashboard.html");
 
 /// Serves until the server stops (checked at least every `POLL`).
 pub(crate) fn serve(server: tiny_http::Server, shared: &Shared) {
@@ -30,6 +33,8 @@ pub(crate) fn serve(server: tiny_http::Server, shared: &Shared) {
                     "text/plain; version=0.0.4; charset=utf-8",
                 ))
             }
+            (tiny_http::Method::Get, "/") => tiny_http::Response::from_string(DASHBOARD)
+                .with_header(header("Content-Type", "text/html; charset=utf-8")),
             (tiny_http::Method::Get, _) => {
                 tiny_http::Response::from_string("not found\n").with_status_code(404)
             }

@@ -36,6 +36,77 @@ pub struct ServerStats {
     pub listen_disabled_num: AtomicU64,
     /// Wall time of each worker event-loop phase, by DIDO task, summed over passes.
     pub tasks: TaskTimes,
+    /// How long requests took inside the server (see [`Latency`]).
+    pub latency: Latency,
+}
+
+/// Upper bounds of the latency buckets, in microseconds (the last bucket is unbounded).
+pub const LATENCY_BOUNDS_US: [u64; 16] = [
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
+    500_000, 1_000_000,
+];
+
+/// Server-side request latency: for each pass of a worker, the time from the wake-up that
+/// found the requests (before any batch-interval wait) until their replies were handed to
+/// the kernel, counted once per request of the pass. It leaves out time in the client's and
+/// the kernel's queues; it includes the batch interval C a request waited for.
+#[derive(Default)]
+pub struct Latency {
+    pub buckets: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
+    pub count: AtomicU64,
+    pub sum_ns: AtomicU64,
+}
+
+impl Latency {
+    pub(crate) fn observe(&self, took: std::time::Duration, requests: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if requests == 0 {
+            return;
+        }
+        let us = took.as_micros() as u64;
+        let i = LATENCY_BOUNDS_US.partition_point(|&b| b < us);
+        self.buckets[i].fetch_add(requests, Relaxed);
+        self.count.fetch_add(requests, Relaxed);
+        self.sum_ns
+            .fetch_add(took.as_nanos() as u64 * requests, Relaxed);
+    }
+
+    /// The latency below which `q` of the requests so far fell (a bucket's upper bound, in
+    /// microseconds); 0 before any request.
+    pub(crate) fn quantile_us(&self, q: f64) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let total = self.count.load(Relaxed);
+        if total == 0 {
+            return 0;
+        }
+        let want = (total as f64 * q).ceil() as u64;
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            seen += b.load(Relaxed);
+            if seen >= want {
+                return LATENCY_BOUNDS_US.get(i).copied().unwrap_or(u64::MAX);
+            }
+        }
+        u64::MAX
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn latency_buckets_and_quantiles() {
+        let l = Latency::default();
+        l.observe(Duration::from_micros(5), 90);
+        l.observe(Duration::from_micros(300), 9);
+        l.observe(Duration::from_secs(3), 1);
+        assert_eq!(l.quantile_us(0.5), 10);
+        assert_eq!(l.quantile_us(0.95), 500);
+        assert_eq!(l.quantile_us(1.0), u64::MAX);
+        assert_eq!(l.count.load(std::sync::atomic::Ordering::Relaxed), 100);
+    }
 }
 
 /// Nanoseconds spent in RV, PP, the engine (MM, IN, KC, RD), WR and SD.

@@ -61,6 +61,8 @@ pub(crate) struct Worker {
     udp: Option<mio::net::UdpSocket>,
     udp_ready: bool,
     udp_reqs: Vec<crate::udp::UdpRequest>,
+    /// Engine requests of the pass being run, for the latency histogram.
+    pass_requests: u64,
 }
 
 /// What one pass decided for one connection.
@@ -122,6 +124,7 @@ impl Worker {
             udp_ready: udp.is_some(),
             udp,
             udp_reqs: Vec::new(),
+            pass_requests: 0,
         })
     }
 
@@ -165,6 +168,7 @@ impl Worker {
             if self.shared.stop.load(Ordering::SeqCst) {
                 break;
             }
+            let woke = Instant::now();
             ready.clear();
             ready.append(&mut pending);
             self.collect(&events, &mut ready);
@@ -186,7 +190,12 @@ impl Worker {
             }
             ready.sort_unstable();
             ready.dedup();
+            self.pass_requests = 0;
             self.pass(&ready);
+            self.shared
+                .stats
+                .latency
+                .observe(woke.elapsed(), self.pass_requests);
             for &t in &ready {
                 if let Some(c) = self.conns.get(t) {
                     let backed_up = c.pending_output() >= self.shared.config.output_high_water;
@@ -578,6 +587,7 @@ impl Worker {
                 .engine
                 .execute(&batch, now, &mut self.responses, &mut self.scratch);
             self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+            self.pass_requests += batch.len() as u64;
             self.shared
                 .stats
                 .batched_requests

@@ -368,5 +368,31 @@ pub(crate) fn render(shared: &Shared, now: u32) -> String {
         };
         f.add(&name, t, d.help, &[], v);
     }
-    f.render()
+    let mut out = f.render();
+    latency_histogram(shared, &mut out);
+    out
+}
+
+/// `hkv_request_latency_seconds`, a Prometheus histogram (cumulative buckets).
+fn latency_histogram(shared: &Shared, out: &mut String) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let l = &shared.stats.latency;
+    let name = "hkv_request_latency_seconds";
+    out.push_str(&format!(
+        "# HELP {name} Server-side request latency: from the wake-up that found a request to its reply handed to the kernel, batch interval included.\n# TYPE {name} histogram\n"
+    ));
+    let mut cumulative = 0;
+    for (i, b) in l.buckets.iter().enumerate() {
+        cumulative += b.load(Relaxed);
+        let le = match crate::counters::LATENCY_BOUNDS_US.get(i) {
+            Some(us) => format!("{}", *us as f64 / 1e6),
+            None => "+Inf".to_string(),
+        };
+        out.push_str(&format!("{name}_bucket{{le=\"{le}\"}} {cumulative}\n"));
+    }
+    out.push_str(&format!(
+        "{name}_sum {}\n",
+        l.sum_ns.load(Relaxed) as f64 / 1e9
+    ));
+    out.push_str(&format!("{name}_count {cumulative}\n"));
 }

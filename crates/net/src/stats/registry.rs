@@ -219,6 +219,8 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "expired_on_access", Counter, "items found expired and removed", |s| Val::U(s.e.expired_on_access);
     "expired_swept", Counter, "items removed by the expiry sweep", |s| Val::U(s.e.expired_swept);
     "flushes", Counter, "flush_all runs", |s| Val::U(s.e.flushes);
+    "latency_p50_us", Gauge, "server-side request latency, median since start (bucket bound, us)", |s| Val::U(s.shared.stats.latency.quantile_us(0.5));
+    "latency_p99_us", Gauge, "server-side request latency, 99th percentile since start (bucket bound, us)", |s| Val::U(s.shared.stats.latency.quantile_us(0.99));
     "vector_hits", Counter, "vector operations that found their key (vupdate, vupdatev, vreduce, vfilter)", |s| Val::U(s.e.vector_hits);
     "vector_misses", Counter, "vector operations on missing keys", |s| Val::U(s.e.vector_misses);
     "vector_placement", Setting, "where vector updates run (--vector-placement)", |s| Val::Str(s.shared.engine.vector_placement().0.name());
