@@ -6,7 +6,6 @@
 //! responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
 
 mod admin;
-mod authfile;
 mod binary;
 mod config;
 mod conn;

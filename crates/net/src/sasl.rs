@@ -60,7 +60,7 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 pub(crate) struct Gate<'a> {
     /// Some when `-S` is on.
     pub users: Option<&'a SaslUsers>,
-    /// Some when `-Y` is on (text protocol authentication, [`crate::authfile`]).
+    /// Some when `-Y` is on (text protocol authentication, planned in plan/authfile.rs).
     pub authfile: Option<&'a SaslUsers>,
     pub authed: bool,
     /// SASL commands seen and failed authentications, for `auth_cmds` / `auth_errors`.

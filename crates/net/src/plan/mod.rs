@@ -12,6 +12,7 @@
 //!   has run), so their worst-case size is charged to a per-pass and per-client budget, and a
 //!   write that would overdraw it waits for the next pass.
 
+mod authfile;
 mod text;
 
 use bumpalo::Bump;
@@ -228,7 +229,7 @@ pub(crate) fn pp_plan_input<'a>(
         } else if !gate.open() && gate.users.is_none() {
             // -Y: text commands are refused one by one until a `set` authenticates.
             let hint = if p0 == start { scanned_in } else { 0 };
-            crate::authfile::plan_unauthenticated(buf, &limits, hint, &mut end, steps, gate)
+            authfile::plan_unauthenticated(buf, &limits, hint, &mut end, steps, gate)
         } else if !gate.open() {
             // With -S the text and meta protocols are refused: memcached reads such a
             // connection as binary and hangs up on its first bytes.

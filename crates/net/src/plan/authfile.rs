@@ -10,7 +10,7 @@
 use hkv_engine::Op;
 use hkv_proto::text::{self, Command, Parsed};
 
-use crate::plan::InputEnd;
+use super::InputEnd;
 use crate::sasl::Gate;
 use crate::step::Step;
 
