@@ -109,36 +109,27 @@ impl Conn {
     }
 }
 
-/// Runs `conns` closed-loop connections for `secs`; `burst(conn_no, round, out)` writes
-/// `depth` requests. Returns operations per second.
-fn closed_loop(
+/// Runs `conns` connections for `secs`, each running `round(conn_no, round_no, conn)` until
+/// the time is up; a round returns the operations it completed. Returns operations per
+/// second over all connections.
+fn for_conns(
     addr: SocketAddr,
     conns: usize,
-    depth: usize,
     secs: f64,
-    burst: impl Fn(usize, u64, &mut Vec<u8>) + Sync,
+    round: impl Fn(usize, u64, &mut Conn) -> anyhow::Result<u64> + Sync,
 ) -> anyhow::Result<f64> {
     let deadline = Duration::from_secs_f64(secs);
     let t0 = Instant::now();
     let total: anyhow::Result<u64> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..conns)
             .map(|c| {
-                let burst = &burst;
+                let round = &round;
                 s.spawn(move || -> anyhow::Result<u64> {
                     let mut conn = Conn::open(addr)?;
-                    let mut out = Vec::new();
-                    let mut value = Vec::new();
-                    let mut done = 0u64;
-                    let mut round = 0u64;
+                    let (mut done, mut n) = (0u64, 0u64);
                     while t0.elapsed() < deadline {
-                        out.clear();
-                        burst(c, round, &mut out);
-                        conn.w.write_all(&out)?;
-                        for _ in 0..depth {
-                            conn.reply(&mut value)?;
-                        }
-                        done += depth as u64;
-                        round += 1;
+                        done += round(c, n, &mut conn)?;
+                        n += 1;
                     }
                     Ok(done)
                 })
@@ -153,6 +144,27 @@ fn closed_loop(
             .sum()
     });
     Ok(total? as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// Closed loop: each connection keeps `depth` requests in flight; `burst(conn_no, round,
+/// out)` writes them. Returns operations per second.
+fn closed_loop(
+    addr: SocketAddr,
+    conns: usize,
+    depth: usize,
+    secs: f64,
+    burst: impl Fn(usize, u64, &mut Vec<u8>) + Sync,
+) -> anyhow::Result<f64> {
+    for_conns(addr, conns, secs, |c, round, conn| {
+        let mut out = Vec::new();
+        burst(c, round, &mut out);
+        conn.w.write_all(&out)?;
+        let mut value = Vec::new();
+        for _ in 0..depth {
+            conn.reply(&mut value)?;
+        }
+        Ok(depth as u64)
+    })
 }
 
 /// Cheap per-connection random numbers (xorshift), so keys differ between connections.
@@ -444,49 +456,25 @@ fn fetch_modify_write(
     secs: f64,
     size: usize,
 ) -> anyhow::Result<f64> {
-    let deadline = Duration::from_secs_f64(secs);
-    let t0 = Instant::now();
-    let total: anyhow::Result<u64> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..conns)
-            .map(|c| {
-                s.spawn(move || -> anyhow::Result<u64> {
-                    let mut conn = Conn::open(addr)?;
-                    let mut value = Vec::new();
-                    let mut out = Vec::new();
-                    let mut done = 0;
-                    while t0.elapsed() < deadline {
-                        let _ = write!(conn.w, "gets v{size}:{c}\r\n");
-                        let line = conn.reply(&mut value)?.to_string();
-                        let cas: u64 = line
-                            .split_whitespace()
-                            .nth(4)
-                            .and_then(|t| t.parse().ok())
-                            .ok_or_else(|| anyhow::anyhow!("no CAS in {line:?}"))?;
-                        for e in value.chunks_exact_mut(4) {
-                            let mut a = [0u8; 4];
-                            a.copy_from_slice(e);
-                            e.copy_from_slice(&u32::from_le_bytes(a).wrapping_add(1).to_le_bytes());
-                        }
-                        out.clear();
-                        let _ = write!(out, "cas v{size}:{c} 0 0 {} {cas}\r\n", value.len());
-                        out.extend_from_slice(&value);
-                        out.extend_from_slice(b"\r\n");
-                        conn.w.write_all(&out)?;
-                        if conn.reply(&mut value)? == "STORED" {
-                            done += 1;
-                        }
-                    }
-                    Ok(done)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| anyhow::anyhow!("load thread panicked"))?
-            })
-            .sum()
-    });
-    Ok(total? as f64 / t0.elapsed().as_secs_f64())
+    for_conns(addr, conns, secs, |c, _, conn| {
+        let mut value = Vec::new();
+        let _ = write!(conn.w, "gets v{size}:{c}\r\n");
+        let line = conn.reply(&mut value)?.to_string();
+        let cas: u64 = line
+            .split_whitespace()
+            .nth(4)
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no CAS in {line:?}"))?;
+        for e in value.chunks_exact_mut(4) {
+            let mut a = [0u8; 4];
+            a.copy_from_slice(e);
+            e.copy_from_slice(&u32::from_le_bytes(a).wrapping_add(1).to_le_bytes());
+        }
+        let mut out = Vec::new();
+        let _ = write!(out, "cas v{size}:{c} 0 0 {} {cas}\r\n", value.len());
+        out.extend_from_slice(&value);
+        out.extend_from_slice(b"\r\n");
+        conn.w.write_all(&out)?;
+        Ok(u64::from(conn.reply(&mut value)? == "STORED"))
+    })
 }

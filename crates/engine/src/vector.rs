@@ -52,20 +52,27 @@ trait Num: Copy + PartialOrd {
     fn reduce(op: ReduceOp, v: &[u8]) -> Reduced;
 }
 
+/// Little-endian load and store of one element, for every type alike.
+macro_rules! le_io {
+    ($t:ty) => {
+        const SIZE: usize = std::mem::size_of::<$t>();
+        #[inline(always)]
+        fn load(b: &[u8]) -> Self {
+            let mut a = [0u8; std::mem::size_of::<$t>()];
+            a.copy_from_slice(&b[..Self::SIZE]);
+            <$t>::from_le_bytes(a)
+        }
+        #[inline(always)]
+        fn put(self, b: &mut [u8]) {
+            b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
+        }
+    };
+}
+
 macro_rules! int_num {
     ($t:ty, $wide:ty, $variant:ident) => {
         impl Num for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            #[inline(always)]
-            fn load(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
-            }
-            #[inline(always)]
-            fn put(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
+            le_io!($t);
             #[inline(always)]
             fn from_scalar(s: u64) -> Self {
                 // The parser checked the range; the bits are the element's own.
@@ -115,17 +122,7 @@ int_num!(i64, i128, Signed);
 macro_rules! float_num {
     ($t:ty, $bits:ty) => {
         impl Num for $t {
-            const SIZE: usize = std::mem::size_of::<$t>();
-            #[inline(always)]
-            fn load(b: &[u8]) -> Self {
-                let mut a = [0u8; std::mem::size_of::<$t>()];
-                a.copy_from_slice(&b[..Self::SIZE]);
-                <$t>::from_le_bytes(a)
-            }
-            #[inline(always)]
-            fn put(self, b: &mut [u8]) {
-                b[..Self::SIZE].copy_from_slice(&self.to_le_bytes());
-            }
+            le_io!($t);
             #[inline(always)]
             fn from_scalar(s: u64) -> Self {
                 <$t>::from_bits(s as $bits)

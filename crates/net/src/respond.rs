@@ -86,16 +86,8 @@ pub(crate) fn wr_compose(
             key_off,
             key_len,
             noreply,
-        } => {
-            if !noreply {
-                let r = &res.results[idx as usize];
-                let prev = res.after.get(idx as usize).and_then(|a| a.previous);
-                let value = prev.as_ref().map_or(&[][..], |p| res.previous(p));
-                let key = &rbuf[key_off as usize..(key_off + key_len) as usize];
-                hkv_proto::text::previous::compose(out, key, r, prev.as_ref(), value);
-            }
         }
-        Step::Vector {
+        | Step::Vector {
             idx,
             key_off,
             key_len,
@@ -104,7 +96,13 @@ pub(crate) fn wr_compose(
             if !noreply {
                 let r = &res.results[idx as usize];
                 let key = &rbuf[key_off as usize..(key_off + key_len) as usize];
-                hkv_proto::text::vector::compose(out, key, r, res.value(r));
+                if matches!(step, Step::Previous { .. }) {
+                    let prev = res.after.get(idx as usize).and_then(|a| a.previous);
+                    let value = prev.as_ref().map_or(&[][..], |p| res.previous(p));
+                    hkv_proto::text::previous::compose(out, key, r, prev.as_ref(), value);
+                } else {
+                    hkv_proto::text::vector::compose(out, key, r, res.value(r));
+                }
             }
         }
         Step::Meta(ref m) => {
