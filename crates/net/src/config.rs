@@ -10,6 +10,8 @@ use crate::sasl::SaslUsers;
 #[derive(Clone, Debug)]
 pub struct NetConfig {
     pub listen: SocketAddr,
+    /// More addresses to accept connections on (memcached's `-l a,b` or several `-l`).
+    pub extra_listen: Vec<SocketAddr>,
     /// `-U`: a UDP listener for text-protocol requests, off unless asked for (UDP
     /// reflection attacks are why memcached turned it off by default).
     pub udp_listen: Option<SocketAddr>,
@@ -48,6 +50,7 @@ impl Default for NetConfig {
     fn default() -> Self {
         NetConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
+            extra_listen: Vec::new(),
             udp_listen: None,
             threads: 4,
             max_connections: 1024,

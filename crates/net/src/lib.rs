@@ -54,6 +54,8 @@ pub enum NetError {
 /// A running server. Dropping it does not stop it; call [`Server::shutdown`].
 pub struct Server {
     addr: SocketAddr,
+    /// The other `-l` addresses, in the order given.
+    extra_addrs: Vec<SocketAddr>,
     udp_addr: Option<SocketAddr>,
     admin_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
@@ -68,9 +70,25 @@ impl Server {
     /// Binds and starts the acceptor and workers.
     pub fn start(engine: SharedEngine, config: NetConfig) -> Result<Server, NetError> {
         ensure_file_limit(config.max_connections, config.threads)?;
-        let mut listener =
+        let first =
             TcpListener::bind(config.listen).map_err(|e| NetError::Bind(config.listen, e))?;
-        let addr = listener.local_addr()?;
+        let port = first.local_addr()?.port();
+        let mut listeners = vec![first];
+        for &a in &config.extra_listen {
+            // Port 0 on the first address picked a port: the others take the same one.
+            let a = if a.port() == 0 {
+                SocketAddr::new(a.ip(), port)
+            } else {
+                a
+            };
+            listeners.push(TcpListener::bind(a).map_err(|e| NetError::Bind(a, e))?);
+        }
+        let addrs = listeners
+            .iter()
+            .map(|l| l.local_addr())
+            .collect::<Result<Vec<_>, _>>()?;
+        let addr = addrs[0];
+        let extra_addrs = addrs[1..].to_vec();
         let mut udp = shared_udp(&config)?;
         let udp_addr = udp.as_ref().map(|u| u.local_addr()).transpose()?;
         let admin = config
@@ -117,7 +135,11 @@ impl Server {
         }
         let poll = Poll::new()?;
         poll.registry()
-            .register(&mut listener, LISTENER, Interest::READABLE)?;
+            .register(&mut listeners[0], LISTENER, Interest::READABLE)?;
+        for (i, l) in listeners.iter_mut().enumerate().skip(1) {
+            poll.registry()
+                .register(l, Token(ACCEPT_WAKE.0 + i), Interest::READABLE)?;
+        }
         let accept_waker = Arc::new(Waker::new(poll.registry(), ACCEPT_WAKE)?);
         wakers.push(Arc::clone(&accept_waker));
         let _ = shared.wakers.set(wakers.clone());
@@ -125,7 +147,7 @@ impl Server {
         handles.push(
             std::thread::Builder::new()
                 .name("hkv-accept".into())
-                .spawn(move || accept_loop(poll, listener, senders, acc_shared))?,
+                .spawn(move || accept_loop(poll, listeners, senders, acc_shared))?,
         );
         if let Some(a) = admin {
             let ashared = Arc::clone(&shared);
@@ -138,6 +160,7 @@ impl Server {
         tracing::info!(%addr, threads, "listening");
         Ok(Server {
             addr,
+            extra_addrs,
             udp_addr,
             admin_addr,
             shared,
@@ -148,6 +171,11 @@ impl Server {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The addresses beyond the first that clients may connect to.
+    pub fn extra_addrs(&self) -> &[SocketAddr] {
+        &self.extra_addrs
     }
 
     /// Where the admin endpoint (`/metrics`) listens, if it is on.
@@ -249,7 +277,7 @@ fn run_isolated(id: usize, w: worker::Worker, shared: &Shared) {
 
 fn accept_loop(
     mut poll: Poll,
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     workers: Vec<(mpsc::Sender<mio::net::TcpStream>, Arc<Waker>)>,
     shared: Arc<Shared>,
 ) {
@@ -269,64 +297,68 @@ fn accept_loop(
         if shared.stop.load(Ordering::SeqCst) {
             break;
         }
-        loop {
-            match listener.accept() {
-                Ok((mut stream, peer)) => {
-                    let curr = shared.stats.curr_connections.load(Ordering::Relaxed);
-                    if curr >= shared.config.max_connections {
-                        // memcached's answer at its connection limit.
-                        use std::io::Write;
-                        let _ = stream.write(b"ERROR Too many open connections\r\n");
-                        shared
-                            .stats
-                            .rejected_connections
-                            .fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(true);
-                    shared
-                        .stats
-                        .curr_connections
-                        .fetch_add(1, Ordering::Relaxed);
-                    shared
-                        .stats
-                        .total_connections
-                        .fetch_add(1, Ordering::Relaxed);
-                    let first = next.fetch_add(1, Ordering::Relaxed);
-                    let mut stream = Some(stream);
-                    // A worker that died (a panic) has dropped its receiver: its turn goes to
-                    // the next live one.
-                    for k in 0..workers.len() {
-                        let i = (first + k) % workers.len();
-                        match workers[i].0.send(stream.take().expect("held")) {
-                            Ok(()) => {
-                                tracing::debug!(%peer, worker = i, "accepted");
-                                let _ = workers[i].1.wake();
-                                break;
-                            }
-                            Err(mpsc::SendError(s)) => stream = Some(s),
+        // Readiness says little here (edge-triggered, several listeners): every listener is
+        // drained on every wake-up.
+        for listener in &listeners {
+            loop {
+                match listener.accept() {
+                    Ok((mut stream, peer)) => {
+                        let curr = shared.stats.curr_connections.load(Ordering::Relaxed);
+                        if curr >= shared.config.max_connections {
+                            // memcached's answer at its connection limit.
+                            use std::io::Write;
+                            let _ = stream.write(b"ERROR Too many open connections\r\n");
+                            shared
+                                .stats
+                                .rejected_connections
+                                .fetch_add(1, Ordering::Relaxed);
+                            continue;
                         }
-                    }
-                    if stream.is_some() {
-                        tracing::error!("no worker is left to take connections; stopping");
+                        let _ = stream.set_nodelay(true);
                         shared
                             .stats
                             .curr_connections
-                            .fetch_sub(1, Ordering::Relaxed);
-                        shared.stop_all();
+                            .fetch_add(1, Ordering::Relaxed);
+                        shared
+                            .stats
+                            .total_connections
+                            .fetch_add(1, Ordering::Relaxed);
+                        let first = next.fetch_add(1, Ordering::Relaxed);
+                        let mut stream = Some(stream);
+                        // A worker that died (a panic) has dropped its receiver: its turn goes to
+                        // the next live one.
+                        for k in 0..workers.len() {
+                            let i = (first + k) % workers.len();
+                            match workers[i].0.send(stream.take().expect("held")) {
+                                Ok(()) => {
+                                    tracing::debug!(%peer, worker = i, "accepted");
+                                    let _ = workers[i].1.wake();
+                                    break;
+                                }
+                                Err(mpsc::SendError(s)) => stream = Some(s),
+                            }
+                        }
+                        if stream.is_some() {
+                            tracing::error!("no worker is left to take connections; stopping");
+                            shared
+                                .stats
+                                .curr_connections
+                                .fetch_sub(1, Ordering::Relaxed);
+                            shared.stop_all();
+                        }
                     }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // EMFILE and friends: try again shortly, when descriptors may be free.
-                    tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
-                    shared
-                        .stats
-                        .listen_disabled_num
-                        .fetch_add(1, Ordering::Relaxed);
-                    backoff = Some(std::time::Duration::from_millis(10));
-                    break;
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        // EMFILE and friends: try again shortly, when descriptors may be free.
+                        tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
+                        shared
+                            .stats
+                            .listen_disabled_num
+                            .fetch_add(1, Ordering::Relaxed);
+                        backoff = Some(std::time::Duration::from_millis(10));
+                        break;
+                    }
                 }
             }
         }

@@ -18,9 +18,10 @@ pub struct Cli {
     /// UDP address to listen on, port 0 allowed (any free port, printed at start-up).
     #[arg(long = "udp-listen")]
     pub udp_listen: Option<SocketAddr>,
-    /// Interface to listen on.
-    #[arg(short = 'l', long = "listen")]
-    pub listen: Option<IpAddr>,
+    /// Interfaces to listen on: one address, a comma-separated list (`127.0.0.1,::1`, as
+    /// memcached takes it), or the flag given several times. The first is the main one.
+    #[arg(short = 'l', long = "listen", value_delimiter = ',')]
+    pub listen: Vec<IpAddr>,
     /// Memory for items, their metadata and the index, in megabytes.
     #[arg(short = 'm', long = "memory-limit", alias = "memory-mb")]
     pub memory_mb: Option<usize>,
@@ -116,6 +117,8 @@ pub struct Cli {
 #[serde(deny_unknown_fields, default)]
 pub struct Settings {
     pub listen: IpAddr,
+    /// More interfaces, on the same port.
+    pub listen_more: Vec<IpAddr>,
     pub port: u16,
     /// 0: no UDP.
     pub udp_port: u16,
@@ -146,6 +149,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             listen: IpAddr::from([127, 0, 0, 1]),
+            listen_more: Vec::new(),
             port: 11211,
             udp_port: 0,
             memory_mb: 64,
@@ -224,8 +228,9 @@ impl Settings {
         if let Some(v) = cli.udp_port {
             s.udp_port = v;
         }
-        if let Some(v) = cli.listen {
-            s.listen = v;
+        if let Some((first, more)) = cli.listen.split_first() {
+            s.listen = *first;
+            s.listen_more = more.to_vec();
         }
         if let Some(v) = cli.memory_mb {
             s.memory_mb = v;
@@ -328,6 +333,14 @@ impl Settings {
 
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.listen, self.port)
+    }
+
+    /// The listen addresses after the first, on the same port.
+    pub fn extra_addrs(&self) -> Vec<SocketAddr> {
+        self.listen_more
+            .iter()
+            .map(|ip| SocketAddr::new(*ip, self.port))
+            .collect()
     }
 
     pub fn udp_addr(&self, cli: &Cli) -> Option<SocketAddr> {

@@ -71,6 +71,7 @@ fn main() -> anyhow::Result<()> {
         engine,
         NetConfig {
             listen: settings.addr(),
+            extra_listen: settings.extra_addrs(),
             udp_listen: settings.udp_addr(&cli),
             threads: settings.threads,
             max_connections: settings.max_connections,
@@ -98,6 +99,9 @@ fn main() -> anyhow::Result<()> {
     }
     // Tests and scripts start hkv on port 0 and read the real address from this line.
     println!("hkv listening on {}", server.local_addr());
+    for a in server.extra_addrs() {
+        println!("hkv listening on {a}");
+    }
     if let Some(udp) = server.udp_addr() {
         println!("hkv udp on {udp}");
     }
