@@ -55,7 +55,7 @@ fn fixture() -> &'static Fixture {
             },
         )
         .expect("server");
-        let addr = server.local_addr();
+        let addr = server.local_addr().expect("a TCP listener");
         let nonce = format!("{:x}", std::process::id() as u64 * 0x9e37_79b9 + 12345);
         Fixture {
             addr,

@@ -10,6 +10,10 @@ use crate::sasl::SaslUsers;
 #[derive(Clone, Debug)]
 pub struct NetConfig {
     pub listen: SocketAddr,
+    /// `-s`: a Unix domain socket to listen on instead of TCP (memcached's: network off),
+    /// created with permissions `unix_mask` (`-a`, octal, default 0700).
+    pub unix_socket: Option<std::path::PathBuf>,
+    pub unix_mask: u32,
     /// More addresses to accept connections on (memcached's `-l a,b` or several `-l`).
     pub extra_listen: Vec<SocketAddr>,
     /// `-U`: a UDP listener for text-protocol requests, off unless asked for (UDP
@@ -51,6 +55,8 @@ impl Default for NetConfig {
         NetConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
             extra_listen: Vec::new(),
+            unix_socket: None,
+            unix_mask: 0o700,
             udp_listen: None,
             threads: 4,
             max_connections: 1024,

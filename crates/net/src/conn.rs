@@ -1,11 +1,11 @@
 //! One client connection's buffers and state.
 
-use mio::net::TcpStream;
+use crate::stream::Stream;
 
 use crate::plan::GetCont;
 
 pub(crate) struct Conn {
-    pub stream: TcpStream,
+    pub stream: Stream,
     /// Input storage (initialised, possibly beyond `rend`); `rstart..rend` is unparsed.
     pub rbuf: Vec<u8>,
     pub rstart: usize,
@@ -42,7 +42,7 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream) -> Conn {
+    pub fn new(stream: Stream) -> Conn {
         Conn {
             stream,
             rbuf: Vec::new(),

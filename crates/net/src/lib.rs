@@ -19,6 +19,7 @@ mod sasl;
 mod shared;
 mod stats;
 mod step;
+mod stream;
 mod udp;
 mod worker;
 
@@ -31,6 +32,7 @@ use std::thread::JoinHandle;
 use hkv_engine::SharedEngine;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
+use stream::{Listener, Stream};
 
 pub use config::NetConfig;
 pub use counters::ServerStats;
@@ -42,6 +44,8 @@ use shared::Shared;
 pub enum NetError {
     #[error("cannot listen on {0}: {1}")]
     Bind(SocketAddr, std::io::Error),
+    #[error("cannot listen on {path}: {error}")]
+    BindUnix { path: String, error: std::io::Error },
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
     #[error(
@@ -53,7 +57,7 @@ pub enum NetError {
 
 /// A running server. Dropping it does not stop it; call [`Server::shutdown`].
 pub struct Server {
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
     /// The other `-l` addresses, in the order given.
     extra_addrs: Vec<SocketAddr>,
     udp_addr: Option<SocketAddr>,
@@ -70,25 +74,32 @@ impl Server {
     /// Binds and starts the acceptor and workers.
     pub fn start(engine: SharedEngine, config: NetConfig) -> Result<Server, NetError> {
         ensure_file_limit(config.max_connections, config.threads)?;
-        let first =
-            TcpListener::bind(config.listen).map_err(|e| NetError::Bind(config.listen, e))?;
-        let port = first.local_addr()?.port();
-        let mut listeners = vec![first];
-        for &a in &config.extra_listen {
-            // Port 0 on the first address picked a port: the others take the same one.
-            let a = if a.port() == 0 {
-                SocketAddr::new(a.ip(), port)
-            } else {
-                a
-            };
-            listeners.push(TcpListener::bind(a).map_err(|e| NetError::Bind(a, e))?);
+        let mut listeners = Vec::new();
+        let mut addrs = Vec::new();
+        match &config.unix_socket {
+            // memcached's -s: a Unix socket and no network at all.
+            Some(path) => listeners.push(Listener::Unix(bind_unix(path, config.unix_mask)?)),
+            None => {
+                let first = TcpListener::bind(config.listen)
+                    .map_err(|e| NetError::Bind(config.listen, e))?;
+                let port = first.local_addr()?.port();
+                addrs.push(first.local_addr()?);
+                listeners.push(Listener::Tcp(first));
+                for &a in &config.extra_listen {
+                    // Port 0 on the first address picked a port: the others take it too.
+                    let a = if a.port() == 0 {
+                        SocketAddr::new(a.ip(), port)
+                    } else {
+                        a
+                    };
+                    let l = TcpListener::bind(a).map_err(|e| NetError::Bind(a, e))?;
+                    addrs.push(l.local_addr()?);
+                    listeners.push(Listener::Tcp(l));
+                }
+            }
         }
-        let addrs = listeners
-            .iter()
-            .map(|l| l.local_addr())
-            .collect::<Result<Vec<_>, _>>()?;
-        let addr = addrs[0];
-        let extra_addrs = addrs[1..].to_vec();
+        let addr = addrs.first().copied();
+        let extra_addrs = addrs.get(1..).unwrap_or_default().to_vec();
         let mut udp = shared_udp(&config)?;
         let udp_addr = udp.as_ref().map(|u| u.local_addr()).transpose()?;
         let admin = config
@@ -157,7 +168,7 @@ impl Server {
                     .spawn(move || admin::serve(a, &ashared))?,
             );
         }
-        tracing::info!(%addr, threads, "listening");
+        tracing::info!(?addr, threads, "listening");
         Ok(Server {
             addr,
             extra_addrs,
@@ -169,7 +180,8 @@ impl Server {
         })
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The (first) TCP address clients connect to; `None` with a Unix socket (`-s`).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.addr
     }
 
@@ -275,10 +287,28 @@ fn run_isolated(id: usize, w: worker::Worker, shared: &Shared) {
     }
 }
 
+/// Binds memcached's `-s` socket: a stale socket file left by an earlier run is removed
+/// (anything else at the path is an error), and the socket gets the `-a` permissions.
+fn bind_unix(path: &std::path::Path, mask: u32) -> Result<mio::net::UnixListener, NetError> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    let err = |error| NetError::BindUnix {
+        path: path.display().to_string(),
+        error,
+    };
+    if let Ok(md) = std::fs::symlink_metadata(path) {
+        if md.file_type().is_socket() {
+            std::fs::remove_file(path).map_err(err)?;
+        }
+    }
+    let l = mio::net::UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mask)).map_err(err)?;
+    Ok(l)
+}
+
 fn accept_loop(
     mut poll: Poll,
-    listeners: Vec<TcpListener>,
-    workers: Vec<(mpsc::Sender<mio::net::TcpStream>, Arc<Waker>)>,
+    listeners: Vec<Listener>,
+    workers: Vec<(mpsc::Sender<Stream>, Arc<Waker>)>,
     shared: Arc<Shared>,
 ) {
     let mut events = Events::with_capacity(64);
@@ -314,7 +344,6 @@ fn accept_loop(
                                 .fetch_add(1, Ordering::Relaxed);
                             continue;
                         }
-                        let _ = stream.set_nodelay(true);
                         shared
                             .stats
                             .curr_connections

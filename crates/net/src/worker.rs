@@ -7,8 +7,8 @@ use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::stream::Stream;
 use hkv_engine::{Request, Response, Responses, Scratch};
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
@@ -43,7 +43,7 @@ const READ_CHUNK: usize = 16 * 1024;
 pub(crate) struct Worker {
     id: usize,
     poll: Poll,
-    incoming: Receiver<TcpStream>,
+    incoming: Receiver<Stream>,
     shared: Arc<Shared>,
     _waker: Arc<Waker>,
     conns: Slab<Conn>,
@@ -99,7 +99,7 @@ impl Worker {
     pub fn new(
         id: usize,
         poll: Poll,
-        incoming: Receiver<TcpStream>,
+        incoming: Receiver<Stream>,
         shared: Arc<Shared>,
         waker: Arc<Waker>,
         mut udp: Option<mio::net::UdpSocket>,

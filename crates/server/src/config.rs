@@ -63,6 +63,13 @@ pub struct Cli {
     /// When started as root, run as this user once the ports are bound (memcached's -u).
     #[arg(short = 'u', long = "user", value_name = "USER")]
     pub user: Option<String>,
+    /// Listen on this Unix domain socket instead of the network (memcached's -s: no TCP,
+    /// no UDP).
+    #[arg(short = 's', long = "unix-socket", value_name = "PATH")]
+    pub unix_socket: Option<PathBuf>,
+    /// Permissions of the -s socket, in octal (memcached's -a; default 0700).
+    #[arg(short = 'a', long = "unix-mask", value_name = "MASK", value_parser = parse_octal)]
+    pub unix_mask: Option<u32>,
     /// Serve Prometheus metrics (`/metrics`, memcached_exporter's names plus `hkv_*`) over
     /// HTTP on this address; port 0 picks one (`hkv admin on ADDR` says which). Off by
     /// default; no authentication, so keep it on loopback or a private network.
@@ -195,6 +202,13 @@ pub fn parse_interval(s: &str) -> Result<(f64, f64), String> {
         return Err(format!("batch interval {s:?}: MIN is above MAX"));
     }
     Ok((lo, hi))
+}
+
+pub fn parse_octal(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| format!("bad mask {s:?}: use octal permissions such as 0700"))
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {

@@ -30,9 +30,22 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
+    anyhow::ensure!(
+        cli.unix_socket.is_none() || settings.udp_addr(&cli).is_none(),
+        "-s turns the network off: -U / --udp-listen cannot go with it"
+    );
+    anyhow::ensure!(
+        cli.unix_mask.is_none() || cli.unix_socket.is_some(),
+        "-a sets the permissions of the -s socket: it needs -s"
+    );
     // Files are read and paths made absolute before -d changes directory to /.
     let sasl = sasl_users(&cli)?;
     let authfile = auth_file(&cli)?;
+    let unix_socket = cli
+        .unix_socket
+        .as_ref()
+        .map(std::path::absolute)
+        .transpose()?;
     let pidfile = cli.pidfile.as_ref().map(std::path::absolute).transpose()?;
     if cli.daemon {
         // Nothing has started a thread yet, so forking here is sound; stdio goes to
@@ -72,6 +85,8 @@ fn main() -> anyhow::Result<()> {
         NetConfig {
             listen: settings.addr(),
             extra_listen: settings.extra_addrs(),
+            unix_socket: unix_socket.clone(),
+            unix_mask: cli.unix_mask.unwrap_or(0o700),
             udp_listen: settings.udp_addr(&cli),
             threads: settings.threads,
             max_connections: settings.max_connections,
@@ -98,7 +113,11 @@ fn main() -> anyhow::Result<()> {
         drop_privileges(user)?;
     }
     // Tests and scripts start hkv on port 0 and read the real address from this line.
-    println!("hkv listening on {}", server.local_addr());
+    match (server.local_addr(), &unix_socket) {
+        (Some(a), _) => println!("hkv listening on {a}"),
+        (None, Some(p)) => println!("hkv listening on unix:{}", p.display()),
+        (None, None) => {}
+    }
     for a in server.extra_addrs() {
         println!("hkv listening on {a}");
     }
@@ -126,6 +145,9 @@ fn main() -> anyhow::Result<()> {
         })?;
     server.wait();
     if let Some(p) = &pidfile {
+        let _ = std::fs::remove_file(p);
+    }
+    if let Some(p) = &unix_socket {
         let _ = std::fs::remove_file(p);
     }
     Ok(())
