@@ -38,6 +38,8 @@ command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || need+=(n
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # headless Chromium loads the admin dashboard under load.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# openssl makes the certificates the TLS client tests give hkv and memcached.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # PoCL: the OpenCL backend is tested for real on the CPU.
 [ -e /etc/OpenCL/vendors/pocl.icd ] || need+=(pocl-opencl-icd ocl-icd-libopencl1)
 if [ ${#need[@]} -gt 0 ]; then

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use hkv_proto::text::Limits;
 
 use crate::sasl::SaslUsers;
+use crate::tls::Tls;
 
 #[derive(Clone, Debug)]
 pub struct NetConfig {
@@ -48,6 +49,19 @@ pub struct NetConfig {
     pub admin_listen: Option<SocketAddr>,
     /// `-X`: `stats cachedump` and `lru_crawler metadump` refused.
     pub disable_dumping: bool,
+    /// `-Z`: TCP connections speak TLS with this configuration.
+    pub tls: Option<Arc<Tls>>,
+    /// Addresses given as `-l notls:ADDR`: plain TCP even with `-Z` (memcached's prefix).
+    pub notls: Vec<std::net::IpAddr>,
+}
+
+impl NetConfig {
+    /// The TLS configuration connections accepted on `addr` use.
+    pub(crate) fn tls_for(&self, addr: SocketAddr) -> Option<Arc<Tls>> {
+        self.tls
+            .clone()
+            .filter(|_| !self.notls.contains(&addr.ip()))
+    }
 }
 
 impl Default for NetConfig {
@@ -73,6 +87,8 @@ impl Default for NetConfig {
             authfile: None,
             disable_dumping: false,
             admin_listen: None,
+            tls: None,
+            notls: Vec::new(),
         }
     }
 }

@@ -74,6 +74,11 @@ impl Conn {
         self.wbuf.len() - self.wpos
     }
 
+    /// Output not yet handed to the kernel: the buffer's, or TLS records below it.
+    pub fn output_waiting(&self) -> bool {
+        self.pending_output() > 0 || self.stream.wants_write()
+    }
+
     /// Part way through a request: input is buffered and waits for more bytes.
     pub fn mid_request(&self) -> bool {
         self.unparsed() > 0 && !self.want_parse

@@ -21,6 +21,17 @@ pub(crate) fn set_memory_limit(shared: &Shared, megabytes: u64) -> Result<(), &'
     Ok(())
 }
 
+/// `refresh_certs`: the TLS certificate and key read again; memcached's replies.
+pub(crate) fn refresh_certs(shared: &Shared) -> Result<(), String> {
+    match &shared.config.tls {
+        None => Err(hkv_proto::errors::admin::TLS_NOT_ENABLED.to_string()),
+        Some(tls) => tls.refresh().map_err(|e| {
+            tracing::warn!(error = %e, "refresh_certs failed; the old certificate stays");
+            e.to_string()
+        }),
+    }
+}
+
 /// `slabs reassign <src> <dst>` with memcached's 1-based class ids.
 pub(crate) fn reassign(shared: &Shared, from: i64, to: i64, now: u32) -> Result<(), String> {
     let class = |c: i64| usize::try_from(c - 1).unwrap_or(usize::MAX);

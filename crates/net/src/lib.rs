@@ -20,6 +20,7 @@ mod shared;
 mod stats;
 mod step;
 mod stream;
+mod tls;
 mod udp;
 mod worker;
 
@@ -37,6 +38,7 @@ use stream::{Listener, Stream};
 pub use config::NetConfig;
 pub use counters::ServerStats;
 pub use sasl::SaslUsers;
+pub use tls::{Tls, TlsError, TlsSettings, VerifyMode};
 
 use shared::Shared;
 
@@ -84,7 +86,7 @@ impl Server {
                     .map_err(|e| NetError::Bind(config.listen, e))?;
                 let port = first.local_addr()?.port();
                 addrs.push(first.local_addr()?);
-                listeners.push(Listener::Tcp(first));
+                listeners.push(Listener::Tcp(first, config.tls_for(config.listen)));
                 for &a in &config.extra_listen {
                     // Port 0 on the first address picked a port: the others take it too.
                     let a = if a.port() == 0 {
@@ -94,7 +96,7 @@ impl Server {
                     };
                     let l = TcpListener::bind(a).map_err(|e| NetError::Bind(a, e))?;
                     addrs.push(l.local_addr()?);
-                    listeners.push(Listener::Tcp(l));
+                    listeners.push(Listener::Tcp(l, config.tls_for(a)));
                 }
             }
         }
@@ -197,6 +199,12 @@ impl Server {
 
     pub fn udp_addr(&self) -> Option<SocketAddr> {
         self.udp_addr
+    }
+
+    /// Reloads the TLS certificate and key (SIGHUP; the `refresh_certs` command does the
+    /// same). None without `-Z`.
+    pub fn refresher(&self) -> Option<Arc<Tls>> {
+        self.shared.config.tls.clone()
     }
 
     /// A handle that stops the server from another thread (a signal handler's thread).

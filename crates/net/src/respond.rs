@@ -65,6 +65,10 @@ pub(crate) fn wr_compose(
             }
             line(out, hkv_proto::errors::admin::SHUTDOWN_DISABLED);
         }
+        Step::RefreshCerts => match control::refresh_certs(shared) {
+            Ok(()) => line(out, "OK"),
+            Err(e) => line(out, &e),
+        },
         Step::Stats(ref args) => crate::stats::write_stats(args, shared, now, out),
         Step::MemLimit { megabytes, noreply } => match control::set_memory_limit(shared, megabytes)
         {

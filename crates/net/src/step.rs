@@ -24,6 +24,7 @@ pub(crate) enum Step {
     },
     Version,
     Shutdown,
+    RefreshCerts,
     Stats(Vec<Vec<u8>>),
     MemLimit {
         megabytes: u64,

@@ -1,5 +1,6 @@
-//! A client connection's socket: TCP, or a Unix domain socket (memcached's `-s`). Both are
-//! registered with the worker's poll and read and written the same way.
+//! A client connection's socket: TCP, TLS over TCP (`-Z`), or a Unix domain socket
+//! (memcached's `-s`). All are registered with the worker's poll and read and written the
+//! same way.
 
 use std::io::{self, Read, Write};
 
@@ -7,15 +8,32 @@ use mio::event::Source;
 use mio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use mio::{Interest, Registry, Token};
 
+use std::sync::Arc;
+
+use crate::tls::{Tls, TlsStream};
+
 pub(crate) enum Stream {
     Tcp(TcpStream),
+    Tls(Box<TlsStream>),
     Unix(UnixStream),
+}
+
+impl Stream {
+    /// Output is held below the socket (TLS records not yet sent): wait for writability
+    /// even when the connection's own buffer is empty.
+    pub fn wants_write(&self) -> bool {
+        match self {
+            Stream::Tls(s) => s.wants_write(),
+            _ => false,
+        }
+    }
 }
 
 impl Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
         }
     }
@@ -25,6 +43,7 @@ impl Write for Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
         }
     }
@@ -32,6 +51,7 @@ impl Write for Stream {
     fn flush(&mut self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
             Stream::Unix(s) => s.flush(),
         }
     }
@@ -41,6 +61,7 @@ impl Source for Stream {
     fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.register(r, t, i),
+            Stream::Tls(s) => s.socket().register(r, t, i),
             Stream::Unix(s) => s.register(r, t, i),
         }
     }
@@ -48,6 +69,7 @@ impl Source for Stream {
     fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.reregister(r, t, i),
+            Stream::Tls(s) => s.socket().reregister(r, t, i),
             Stream::Unix(s) => s.reregister(r, t, i),
         }
     }
@@ -55,6 +77,7 @@ impl Source for Stream {
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.deregister(r),
+            Stream::Tls(s) => s.socket().deregister(r),
             Stream::Unix(s) => s.deregister(r),
         }
     }
@@ -62,7 +85,8 @@ impl Source for Stream {
 
 /// A listening socket of either kind.
 pub(crate) enum Listener {
-    Tcp(TcpListener),
+    /// With the TLS configuration its connections use (`-Z`), or plain.
+    Tcp(TcpListener, Option<Arc<Tls>>),
     Unix(UnixListener),
 }
 
@@ -70,10 +94,14 @@ impl Listener {
     /// Accepts one connection; TCP ones without Nagle (replies are written whole).
     pub fn accept(&self) -> io::Result<(Stream, String)> {
         match self {
-            Listener::Tcp(l) => {
+            Listener::Tcp(l, tls) => {
                 let (s, peer) = l.accept()?;
                 let _ = s.set_nodelay(true);
-                Ok((Stream::Tcp(s), peer.to_string()))
+                let stream = match tls {
+                    Some(tls) => Stream::Tls(Box::new(tls.accept(s).map_err(io::Error::other)?)),
+                    None => Stream::Tcp(s),
+                };
+                Ok((stream, peer.to_string()))
             }
             Listener::Unix(l) => {
                 let (s, _) = l.accept()?;
@@ -86,21 +114,21 @@ impl Listener {
 impl Source for Listener {
     fn register(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
-            Listener::Tcp(l) => l.register(r, t, i),
+            Listener::Tcp(l, _) => l.register(r, t, i),
             Listener::Unix(l) => l.register(r, t, i),
         }
     }
 
     fn reregister(&mut self, r: &Registry, t: Token, i: Interest) -> io::Result<()> {
         match self {
-            Listener::Tcp(l) => l.reregister(r, t, i),
+            Listener::Tcp(l, _) => l.reregister(r, t, i),
             Listener::Unix(l) => l.reregister(r, t, i),
         }
     }
 
     fn deregister(&mut self, r: &Registry) -> io::Result<()> {
         match self {
-            Listener::Tcp(l) => l.deregister(r),
+            Listener::Tcp(l, _) => l.deregister(r),
             Listener::Unix(l) => l.deregister(r),
         }
     }

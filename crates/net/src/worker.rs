@@ -225,7 +225,7 @@ impl Worker {
             let busy: Vec<usize> = self
                 .conns
                 .iter()
-                .filter(|(_, c)| first || c.want_parse || c.want_read || c.pending_output() > 0)
+                .filter(|(_, c)| first || c.want_parse || c.want_read || c.output_waiting())
                 .map(|(t, _)| t)
                 .collect();
             first = false;
@@ -331,7 +331,7 @@ impl Worker {
         for &t in ready {
             if let Some(c) = self.conns.get_mut(t) {
                 let over = stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
-                if c.pending_output() > 0 {
+                if c.output_waiting() {
                     if let Err(()) = sd_send(c, &self.shared) {
                         c.read_closed = true;
                         c.close_after_write = true;
@@ -384,11 +384,11 @@ impl Worker {
                 self.exempt = None;
             }
             let done_reading = c.read_closed && (c.unparsed() == 0 || !c.want_parse);
-            if failed || (c.pending_output() == 0 && (c.close_after_write || done_reading)) {
+            if failed || (!c.output_waiting() && (c.close_after_write || done_reading)) {
                 self.close(t);
                 continue;
             }
-            let want_write = c.pending_output() > 0;
+            let want_write = c.output_waiting();
             if want_write != c.writable_registered {
                 let interest = if want_write {
                     Interest::READABLE | Interest::WRITABLE
@@ -755,6 +755,14 @@ fn sd_send(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return Err(()),
+        }
+    }
+    if c.stream.wants_write() {
+        // TLS records the socket did not take with the last write.
+        match c.stream.flush() {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
             Err(_) => return Err(()),
         }
     }

@@ -58,6 +58,8 @@ pub mod admin {
     /// With `-X`.
     pub const CACHEDUMP_DISABLED: &str = "CLIENT_ERROR stats cachedump not allowed";
     pub const METADUMP_DISABLED: &str = "ERROR metadump not allowed";
+    /// `refresh_certs` without `-Z` (memcached's wording, capitals included).
+    pub const TLS_NOT_ENABLED: &str = "Error TLS not enabled";
 }
 
 /// hkv's vector commands (docs/protocol-extensions.md).

@@ -20,8 +20,9 @@ pub struct Cli {
     pub udp_listen: Option<SocketAddr>,
     /// Interfaces to listen on: one address, a comma-separated list (`127.0.0.1,::1`, as
     /// memcached takes it), or the flag given several times. The first is the main one.
-    #[arg(short = 'l', long = "listen", value_delimiter = ',')]
-    pub listen: Vec<IpAddr>,
+    /// With -Z, `notls:ADDR` keeps that one plain TCP.
+    #[arg(short = 'l', long = "listen", value_delimiter = ',', value_parser = parse_listen)]
+    pub listen: Vec<ListenAddr>,
     /// Memory for items, their metadata and the index, in megabytes.
     #[arg(short = 'm', long = "memory-limit", alias = "memory-mb")]
     pub memory_mb: Option<usize>,
@@ -75,6 +76,10 @@ pub struct Cli {
     /// default; no authentication, so keep it on loopback or a private network.
     #[arg(long, value_name = "ADDR")]
     pub admin_listen: Option<SocketAddr>,
+    /// TLS on every TCP listener (memcached's -Z), with `-o ssl_chain_cert=FILE,ssl_key=FILE`
+    /// and optionally `ssl_ca_cert=FILE,ssl_verify_mode=0-3,ssl_min_version=2|3`.
+    #[arg(short = 'Z', long = "enable-ssl")]
+    pub enable_ssl: bool,
     /// Refuse `stats cachedump` and `lru_crawler metadump` (memcached's -X).
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,
@@ -150,6 +155,20 @@ pub struct Settings {
     pub merge_atomics: bool,
     /// cpu, device or auto (`--vector-placement`).
     pub vector_placement: String,
+    /// `-l notls:ADDR`: listeners left plain with TLS on.
+    pub notls: Vec<IpAddr>,
+    /// `-Z`: TLS on the TCP listeners.
+    pub tls: bool,
+    /// `-o ssl_chain_cert`: the certificate chain (PEM).
+    pub ssl_chain_cert: Option<PathBuf>,
+    /// `-o ssl_key`: the private key (PEM); unset: taken from the chain file.
+    pub ssl_key: Option<PathBuf>,
+    /// `-o ssl_ca_cert`: CAs that client certificates are checked against.
+    pub ssl_ca_cert: Option<PathBuf>,
+    /// `-o ssl_verify_mode`: 0 none, 1 request, 2 require, 3 once (memcached's numbers).
+    pub ssl_verify_mode: u8,
+    /// `-o ssl_min_version`: 2 (TLS 1.2, the default) or 3 (TLS 1.3); 0 and 1 mean 2.
+    pub ssl_min_version: u8,
 }
 
 impl Default for Settings {
@@ -173,6 +192,13 @@ impl Default for Settings {
             conn_buffer_mb: 64,
             merge_atomics: true,
             vector_placement: "auto".into(),
+            notls: Vec::new(),
+            tls: false,
+            ssl_chain_cert: None,
+            ssl_key: None,
+            ssl_ca_cert: None,
+            ssl_verify_mode: 0,
+            ssl_min_version: 2,
         }
     }
 }
@@ -202,6 +228,26 @@ pub fn parse_interval(s: &str) -> Result<(f64, f64), String> {
         return Err(format!("batch interval {s:?}: MIN is above MAX"));
     }
     Ok((lo, hi))
+}
+
+/// One `-l` entry: an address, `notls:` in front for a plain listener with -Z on.
+#[derive(Clone, Debug)]
+pub struct ListenAddr {
+    pub ip: IpAddr,
+    pub notls: bool,
+}
+
+pub fn parse_listen(s: &str) -> Result<ListenAddr, String> {
+    let (notls, addr) = match s.strip_prefix("notls:") {
+        Some(rest) => (true, rest),
+        None => (false, s),
+    };
+    // memcached also takes `[::1]`.
+    let addr = addr.trim_start_matches('[').trim_end_matches(']');
+    let ip = addr
+        .parse()
+        .map_err(|_| format!("bad listen address {s:?}: use an IP address"))?;
+    Ok(ListenAddr { ip, notls })
 }
 
 pub fn parse_octal(s: &str) -> Result<u32, String> {
@@ -243,9 +289,16 @@ impl Settings {
             s.udp_port = v;
         }
         if let Some((first, more)) = cli.listen.split_first() {
-            s.listen = *first;
-            s.listen_more = more.to_vec();
+            s.listen = first.ip;
+            s.listen_more = more.iter().map(|l| l.ip).collect();
+            s.notls = cli
+                .listen
+                .iter()
+                .filter(|l| l.notls)
+                .map(|l| l.ip)
+                .collect();
         }
+        s.tls |= cli.enable_ssl;
         if let Some(v) = cli.memory_mb {
             s.memory_mb = v;
         }
@@ -298,6 +351,37 @@ impl Settings {
                     s.idle_timeout = value
                         .parse()
                         .map_err(|_| anyhow::anyhow!("idle_timeout must be a number of seconds"))?
+                }
+                "ssl_chain_cert" => s.ssl_chain_cert = Some(value.into()),
+                "ssl_key" => s.ssl_key = Some(value.into()),
+                "ssl_ca_cert" => s.ssl_ca_cert = Some(value.into()),
+                "ssl_verify_mode" => {
+                    s.ssl_verify_mode =
+                        value.parse().ok().filter(|m| *m <= 3).ok_or_else(|| {
+                            anyhow::anyhow!("ssl_verify_mode must be 0, 1, 2 or 3")
+                        })?
+                }
+                "ssl_min_version" => {
+                    s.ssl_min_version = match value {
+                        "0" | "1" | "tlsv1.0" | "tlsv1.1" => {
+                            eprintln!(
+                                "hkv: -o ssl_min_version={value}: TLS 1.2 is the oldest hkv speaks"
+                            );
+                            2
+                        }
+                        "2" | "tlsv1.2" => 2,
+                        "3" | "tlsv1.3" => 3,
+                        _ => anyhow::bail!("ssl_min_version must be 0, 1, 2 or 3"),
+                    }
+                }
+                "ssl_keyformat" => anyhow::ensure!(
+                    matches!(value, "" | "1" | "PEM" | "pem"),
+                    "ssl_keyformat: hkv reads PEM keys only"
+                ),
+                "ssl_ciphers" | "ssl_session_cache" | "ssl_kernel_tls" | "ssl_wbuf_size" => {
+                    eprintln!(
+                        "hkv: -o {name}: rustls chooses this itself (docs/operations.md), ignored"
+                    )
                 }
                 "" => {}
                 other => eprintln!("hkv: -o {other}: no meaning in hkv, ignored"),
@@ -355,6 +439,37 @@ impl Settings {
             .iter()
             .map(|ip| SocketAddr::new(*ip, self.port))
             .collect()
+    }
+
+    /// `-Z`'s configuration, files not read yet; None without -Z.
+    pub fn tls(&self) -> anyhow::Result<Option<hkv_net::TlsSettings>> {
+        if !self.tls {
+            anyhow::ensure!(
+                self.ssl_chain_cert.is_none() && self.notls.is_empty(),
+                "ssl_chain_cert and notls: need -Z"
+            );
+            return Ok(None);
+        }
+        let chain_cert = self
+            .ssl_chain_cert
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("-Z needs -o ssl_chain_cert=FILE (and ssl_key=FILE)"))?;
+        let verify_mode = hkv_net::VerifyMode::from_number(self.ssl_verify_mode)
+            .ok_or_else(|| anyhow::anyhow!("ssl_verify_mode must be 0, 1, 2 or 3"))?;
+        anyhow::ensure!(
+            verify_mode == hkv_net::VerifyMode::None || self.ssl_ca_cert.is_some(),
+            "ssl_verify_mode {} checks client certificates: it needs -o ssl_ca_cert=FILE",
+            self.ssl_verify_mode
+        );
+        // Absolute, so -d's change of directory and refresh_certs still find them.
+        let abs = |p: &PathBuf| std::path::absolute(p);
+        Ok(Some(hkv_net::TlsSettings {
+            chain_cert: abs(chain_cert)?,
+            key: self.ssl_key.as_ref().map(abs).transpose()?,
+            ca_cert: self.ssl_ca_cert.as_ref().map(abs).transpose()?,
+            verify_mode,
+            tls13_only: self.ssl_min_version >= 3,
+        }))
     }
 
     pub fn udp_addr(&self, cli: &Cli) -> Option<SocketAddr> {

@@ -47,6 +47,17 @@ fn main() -> anyhow::Result<()> {
         .map(std::path::absolute)
         .transpose()?;
     let pidfile = cli.pidfile.as_ref().map(std::path::absolute).transpose()?;
+    let tls = match settings.tls()? {
+        Some(t) => {
+            if settings.udp_addr(&cli).is_some() {
+                tracing::warn!("-Z: UDP requests are not encrypted (memcached's behaviour too)");
+            }
+            Some(std::sync::Arc::new(
+                hkv_net::Tls::load(t).map_err(|e| anyhow::anyhow!("-Z: {e}"))?,
+            ))
+        }
+        None => None,
+    };
     if cli.daemon {
         // Nothing has started a thread yet, so forking here is sound; stdio goes to
         // /dev/null, as memcached's -d does.
@@ -106,6 +117,8 @@ fn main() -> anyhow::Result<()> {
             authfile,
             disable_dumping: cli.disable_dumping,
             admin_listen: cli.admin_listen,
+            tls,
+            notls: settings.notls.clone(),
             ..NetConfig::default()
         },
     )?;
@@ -131,16 +144,27 @@ fn main() -> anyhow::Result<()> {
     std::io::stdout().flush()?;
 
     let stopper = server.stopper();
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGINT,
-    ])?;
+    let certs = server.refresher();
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
     std::thread::Builder::new()
         .name("hkv-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            for sig in signals.forever() {
+                if sig == SIGHUP {
+                    // As `refresh_certs`: new connections get the files' certificate.
+                    match &certs {
+                        Some(tls) => match tls.refresh() {
+                            Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                            Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the old one stays"),
+                        },
+                        None => tracing::info!("SIGHUP: nothing to reload"),
+                    }
+                    continue;
+                }
                 tracing::info!(signal = sig, "stopping");
                 stopper.stop();
+                break;
             }
         })?;
     server.wait();

@@ -237,6 +237,7 @@ fn plan_command<'a>(
             steps.push(Step::Shutdown);
             return true;
         }
+        Command::RefreshCerts => steps.push(Step::RefreshCerts),
         Command::Stats { args } => {
             steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
         }

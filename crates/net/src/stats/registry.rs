@@ -140,6 +140,9 @@ pub(crate) static GENERAL: &[Def] = defs![
     "limit_maxbytes", Setting, "-m in bytes (cache_memlimit moves it)", |s| Val::U(s.shared.engine.arena().limit() as u64);
     "accepting_conns", Gauge, "1 while the listener accepts", |_| Val::U(1);
     "listen_disabled_num", Counter, "times accepting paused (out of file descriptors)", |s| s.server(|v| load(&v.listen_disabled_num));
+    "ssl_handshake_errors", Counter, "TLS handshakes that failed (-Z)", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(load(&t.handshake_errors)));
+    "ssl_proto_errors", Counter, "fatal TLS errors after the handshake (-Z)", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(load(&t.proto_errors)));
+    "time_since_server_cert_refresh", Gauge, "seconds since the certificate was loaded (-Z)", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(t.since_refresh()));
     "threads", Setting, "-t", |s| Val::U(s.shared.config.threads as u64);
     "hash_power_level", Gauge, "log2 of the index slots", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));
     "hash_bytes", Gauge, "bytes of the index", |s| Val::U(s.shared.engine.index_bytes() as u64);
@@ -167,7 +170,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "inter", Setting, "-l", |s| Val::S(s.shared.config.listen.ip().to_string());
     "verbosity", Setting, "-v", |s| Val::U(u64::from(s.shared.config.verbose));
     "evictions", Setting, "evict when full (-M: off)", |s| Val::Str(if s.shared.engine.evictions_enabled() { "on" } else { "off" });
-    "domain_socket", Setting, "-s (not supported)", |_| Val::Str("NULL");
+    "domain_socket", Setting, "-s", |s| Val::S(s.shared.config.unix_socket.as_ref().map_or("NULL".into(), |p| p.display().to_string()));
     "shutdown_command", Setting, "-A", |s| Val::Str(if s.shared.config.enable_shutdown { "yes" } else { "no" });
     "growth_factor", Setting, "-f", |s| Val::F2(s.shared.config.growth_factor);
     "chunk_size", Setting, "key and value bytes of the smallest chunk", |_| Val::U((hkv_engine::chunk_sizes(1.25, 1 << 20)[0] - hkv_engine::ITEM_HEADER_BYTES) as u64);
@@ -194,7 +197,12 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "read_buf_mem_limit", Setting, "--conn-buffer-mb in bytes: all connections' buffers together", |s| Val::U(s.shared.config.conn_buffer_limit as u64);
     "track_sizes", Setting, "stats sizes (not tracked)", |_| Val::Str("no");
     "inline_ascii_response", Setting, "memcached 1.6 default", |_| Val::Str("no");
-    "ssl_enabled", Setting, "-Z (not supported)", |_| Val::Str("no");
+    "ssl_enabled", Setting, "-Z", |s| Val::Str(if s.shared.config.tls.is_some() { "yes" } else { "no" });
+    "ssl_chain_cert", Setting, "-o ssl_chain_cert", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().chain_cert.display().to_string()));
+    "ssl_key", Setting, "-o ssl_key", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().key.as_ref().map_or("NULL".into(), |k| k.display().to_string())));
+    "ssl_verify_mode", Setting, "-o ssl_verify_mode", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(u64::from(t.settings().verify_mode.number())));
+    "ssl_ca_cert", Setting, "-o ssl_ca_cert", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().ca_cert.as_ref().map_or("NULL".into(), |k| k.display().to_string())));
+    "ssl_min_version", Setting, "-o ssl_min_version", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::Str(if t.settings().tls13_only { "tlsv1.3" } else { "tlsv1.2" }));
 ];
 
 /// `stats hkv`: the engine's own figures.

@@ -57,6 +57,8 @@ pub enum Command<'a> {
     },
     Quit,
     Shutdown,
+    /// `refresh_certs`: reload the TLS certificate and key (memcached's, with `-Z`).
+    RefreshCerts,
     Stats {
         args: Vec<&'a [u8]>,
     },

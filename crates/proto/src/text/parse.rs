@@ -283,6 +283,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         b"version" => cmd(Command::Version),
         b"quit" => cmd(Command::Quit),
         b"shutdown" => cmd(Command::Shutdown),
+        b"refresh_certs" => cmd(Command::RefreshCerts),
         b"verbosity" => {
             if n != 2 && n != 3 {
                 return Parsed::error(ERROR, line_len);

@@ -1,0 +1,132 @@
+"""memcached's -Z (TLS), side by side with memcached 1.6 given the same certificate: a real
+client (pymemcache with an ssl.SSLContext) gets the same results from both, raw
+conversations over TLS answer byte for byte the same, and a plaintext client on the TLS
+port is served by neither."""
+import shutil
+import socket
+import ssl
+import subprocess
+
+import pytest
+from pymemcache.client.base import Client
+
+from conftest import start_hkv, start_memcached
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory):
+    if shutil.which("openssl") is None:
+        raise RuntimeError("openssl is not installed (Debian package `openssl`)")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = str(d / "cert.pem"), str(d / "key.pem")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+         "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+        check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.fixture(scope="module")
+def pair(cert):
+    opt = f"ssl_chain_cert={cert[0]},ssl_key={cert[1]}"
+    hkv = start_hkv("-Z", "-o", opt, "-t", "2")
+    mc = start_memcached("-Z", "-o", opt)
+    yield hkv, mc
+    hkv.stop()
+    mc.stop()
+
+
+def context(cert):
+    ctx = ssl.create_default_context(cafile=cert[0])
+    return ctx
+
+
+def workload(client):
+    """What an application does; returns everything it saw."""
+    seen = []
+    big = b"b" * 300_000
+    seen.append(client.set("k", b"v", expire=0, noreply=False))
+    seen.append(client.get("k"))
+    seen.append(client.set("big", big, noreply=False))
+    seen.append(client.get("big") == big)
+    seen.append(client.set("n", b"10", noreply=False))
+    seen.append(client.incr("n", 5))
+    seen.append(client.decr("n", 20))
+    seen.append(client.add("k", b"other", noreply=False))
+    # memcached may pad a number that got shorter with spaces (protocol.txt allows it).
+    seen.append({k: v.rstrip() for k, v in client.get_many(["k", "n", "missing"]).items()})
+    seen.append(client.gets("k")[0])
+    seen.append(client.delete("k", noreply=False))
+    seen.append(client.get("k"))
+    return seen
+
+
+def test_pymemcache_over_tls_sees_what_it_sees_on_memcached(pair, cert):
+    hkv, mc = pair
+    results = []
+    for server in (hkv, mc):
+        c = Client(server.addr, tls_context=context(cert), connect_timeout=5, timeout=5)
+        results.append(workload(c))
+        c.close()
+    assert results[0] == results[1]
+    assert results[0][1] == b"v" and results[0][3] is True
+
+
+def converse_tls(server, cert, data):
+    with socket.create_connection(server.addr, timeout=5) as raw:
+        with context(cert).wrap_socket(raw, server_hostname="localhost") as s:
+            s.sendall(data)
+            s.settimeout(0.5)
+            out = b""
+            try:
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    out += chunk
+            except (socket.timeout, ssl.SSLError):
+                pass
+            return out
+
+
+SCRIPTS = [
+    b"set a 0 0 1\r\n1\r\nget a\r\nincr a 9\r\nget a\r\n",
+    b"refresh_certs\r\n",
+    b"bogus\r\nset x 0 0 2\r\nabc\r\nversionx\r\n",
+    b"mn\r\nms m 2 T0\r\nhi\r\nmg m v s\r\n",
+]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=range(len(SCRIPTS)))
+def test_tls_conversations_like_memcached(pair, cert, script):
+    hkv, mc = pair
+    assert converse_tls(hkv, cert, script) == converse_tls(mc, cert, script)
+
+
+def test_plaintext_on_the_tls_port_is_served_by_neither(pair, cert):
+    for server in pair:
+        c = Client(server.addr, connect_timeout=5, timeout=2)
+        with pytest.raises(Exception):
+            c.set("plain", b"x", noreply=False)
+        c.close()
+    # Nothing the plaintext client sent was stored.
+    for server in pair:
+        c = Client(server.addr, tls_context=context(cert), connect_timeout=5, timeout=5)
+        assert c.get("plain") is None
+        c.close()
+
+
+def test_refresh_certs_without_tls_like_memcached():
+    hkv = start_hkv()
+    mc = start_memcached()
+    try:
+        got = []
+        for server in (hkv, mc):
+            with socket.create_connection(server.addr, timeout=5) as s:
+                s.sendall(b"refresh_certs\r\n")
+                got.append(s.recv(1000))
+        assert got[0] == got[1] == b"Error TLS not enabled\r\n"
+    finally:
+        hkv.stop()
+        mc.stop()
