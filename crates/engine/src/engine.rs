@@ -5,10 +5,11 @@ use std::sync::Arc;
 use hkv_index::opencl::OclIndex;
 use hkv_index::{hash_key, CpuIndex, IndexError, IndexSizing, KeyHash};
 use hkv_mem::{Arena, ArenaError};
-use hkv_store::{SlabStore, StoreConfig, StoreStats};
+use hkv_store::{RestoreError, SlabStore, StoreConfig, StoreStats};
 
 use crate::partition::{Partition, ValueBudget};
 use crate::stats::EngineStats;
+use crate::warm::{Geometry, MemoryFile, WarmImage};
 use hkv_types::{After, Request, Response, Responses};
 
 #[derive(Clone, Debug)]
@@ -36,6 +37,8 @@ pub struct EngineConfig {
     /// Evict live items when memory is spent (memcached's default; `-M`: false, and a
     /// write that needs memory answers out of memory instead).
     pub evictions: bool,
+    /// `-e`: the memory budget is this file (a warm restart when it carries a saved image).
+    pub memory_file: Option<MemoryFile>,
 }
 
 /// `--engine`: where the index lives.
@@ -64,6 +67,7 @@ impl Default for EngineConfig {
             merge_atomics: true,
             vector_placement: crate::VectorPlacement::Auto,
             evictions: true,
+            memory_file: None,
         }
     }
 }
@@ -76,6 +80,16 @@ pub enum EngineError {
     Memory(#[from] ArenaError),
     #[error("invalid configuration: {0}")]
     Config(String),
+    #[error("warm restart: {0}")]
+    Restore(String),
+    #[error("saving the memory file: {0}")]
+    Save(#[from] std::io::Error),
+}
+
+impl From<RestoreError> for EngineError {
+    fn from(e: RestoreError) -> Self {
+        EngineError::Restore(e.to_string())
+    }
 }
 
 pub struct Engine {
@@ -83,6 +97,10 @@ pub struct Engine {
     partitions: Vec<Partition>,
     hashes: Vec<KeyHash>,
     owners: Vec<u32>,
+    /// Where things lie in the arena, for a warm-restart save.
+    geometry: Geometry,
+    index_end: usize,
+    memory_file: Option<std::path::PathBuf>,
 }
 
 impl Engine {
@@ -111,30 +129,104 @@ impl Engine {
                 config.memory_bytes
             )));
         }
-        let arena = Arc::new(Arena::new(config.memory_bytes)?);
+        let geometry = Geometry {
+            memory_bytes: config.memory_bytes,
+            partitions: config.partitions,
+            page_size: config.page_size,
+            growth_factor: config.growth_factor,
+            buckets_per_partition: sizing.buckets_per_partition,
+        };
+        if let Some(image) = config.memory_file.as_ref().and_then(|m| m.image.as_ref()) {
+            let warm = image
+                .check(&geometry)
+                .map_err(EngineError::Restore)
+                .and_then(|()| Self::build(config, &geometry, Some(image)));
+            match warm {
+                Ok(engine) => {
+                    let items: u64 = engine
+                        .partitions
+                        .iter()
+                        .map(|p| p.store().stats().curr_items)
+                        .sum();
+                    tracing::warn!(items, "warm restart: the memory file's items are back");
+                    return Ok(engine);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "warm restart refused; starting empty");
+                }
+            }
+        }
+        Self::build(config, &geometry, None)
+    }
+
+    /// The engine over a fresh arena, or over a memory file's saved pages when `image` is
+    /// given (an error then means they cannot be used).
+    fn build(
+        config: &EngineConfig,
+        geometry: &Geometry,
+        image: Option<&WarmImage>,
+    ) -> Result<Engine, EngineError> {
+        let arena = Arc::new(match &config.memory_file {
+            Some(m) => Arena::open_file(&m.path, config.memory_bytes, image.is_some())?,
+            None => Arena::new(config.memory_bytes)?,
+        });
+        // Index tables first, always in this order: a warm restart finds them where the
+        // last process carved them, and the pages after them.
+        let mut indexes = (0..config.partitions)
+            .map(|_| CpuIndex::new(&arena, geometry.buckets_per_partition))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter();
+        let index_end = arena.next_offset();
+        let store_config = |p: u32| StoreConfig {
+            page_size: config.page_size,
+            growth_factor: config.growth_factor,
+            cas_start: p as u64 + 1,
+            cas_step: config.partitions as u64,
+        };
+        let mut restored = Vec::new();
+        if let Some(image) = image {
+            if image.index_end() != index_end {
+                return Err(EngineError::Restore(format!(
+                    "index tables end at {index_end}, saved at {}",
+                    image.index_end()
+                )));
+            }
+            let pages = arena.adopt(&image.page_ranges(), image.arena_next())?;
+            if crate::warm::hash_pages(pages.iter().map(|p| &p[..])) != image.pages_hash() {
+                return Err(EngineError::Restore(
+                    "the memory file changed since it was saved (page checksum)".into(),
+                ));
+            }
+            for (p, classes) in image.deal(pages).into_iter().enumerate() {
+                restored.push(SlabStore::restore(
+                    Arc::clone(&arena),
+                    &store_config(p as u32),
+                    &image.store_image(p),
+                    classes,
+                )?);
+            }
+        }
+        let mut restored = restored.into_iter();
+        let warm = image.is_some();
         let mut partitions = Vec::with_capacity(config.partitions as usize);
         // `auto` vector placement is timed once, on the first partition's device.
         let mut calibrated = None;
         for p in 0..config.partitions {
-            let index = CpuIndex::new(&arena, sizing.buckets_per_partition)?;
-            let store = SlabStore::new(
-                Arc::clone(&arena),
-                &StoreConfig {
-                    page_size: config.page_size,
-                    growth_factor: config.growth_factor,
-                    cas_start: p as u64 + 1,
-                    cas_step: config.partitions as u64,
-                },
-            );
+            let index = indexes.next().expect("one index per partition");
+            let store = restored
+                .next()
+                .unwrap_or_else(|| SlabStore::new(Arc::clone(&arena), &store_config(p)));
             let device = match config.backend {
                 Backend::Cpu => None,
-                Backend::OpenCl(which) => Some(OclIndex::new(sizing.buckets_per_partition, which)?),
+                Backend::OpenCl(which) => {
+                    Some(OclIndex::new(geometry.buckets_per_partition, which)?)
+                }
                 Backend::Auto => {
                     let gpu = hkv_index::opencl::devices()
                         .iter()
                         .position(|(info, _)| info.is_gpu);
                     match gpu {
-                        Some(i) => match OclIndex::new(sizing.buckets_per_partition, Some(i)) {
+                        Some(i) => match OclIndex::new(geometry.buckets_per_partition, Some(i)) {
                             Ok(d) => Some(d),
                             Err(e) => {
                                 tracing::warn!(error = %e, "GPU found but unusable; using the CPU backend");
@@ -152,6 +244,9 @@ impl Engine {
             part.set_evictions(config.evictions);
             part.set_vector_placement(config.vector_placement, calibrated);
             calibrated = Some(part.vector_placement().1);
+            if warm {
+                part.restore_index();
+            }
             partitions.push(part);
         }
         Ok(Engine {
@@ -159,7 +254,32 @@ impl Engine {
             partitions,
             hashes: Vec::new(),
             owners: Vec::new(),
+            geometry: geometry.clone(),
+            index_end,
+            memory_file: config.memory_file.as_ref().map(|m| m.path.clone()),
         })
+    }
+
+    /// Where things lie in the arena, and the memory file (for
+    /// [`crate::SharedEngine::save_memory_file`]).
+    pub(crate) fn layout(&self) -> (Geometry, usize, Option<std::path::PathBuf>) {
+        (
+            self.geometry.clone(),
+            self.index_end,
+            self.memory_file.clone(),
+        )
+    }
+
+    /// A clean stop's save for a warm restart (see [`crate::warm`]); the engine must not
+    /// run batches afterwards.
+    pub fn save_memory_file(&mut self) -> Result<crate::warm::SaveSummary, EngineError> {
+        let (geometry, index_end, path) = self.layout();
+        let path = path.ok_or_else(|| EngineError::Config("no memory file (-e)".into()))?;
+        for p in &mut self.partitions {
+            p.apply_pending();
+        }
+        let stores: Vec<&SlabStore> = self.partitions.iter().map(|p| p.store()).collect();
+        crate::warm::save(&path, &self.arena, geometry, index_end, &stores)
     }
 
     pub fn partitions(&self) -> &[Partition] {

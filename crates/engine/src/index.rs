@@ -228,6 +228,24 @@ impl Index {
         self.cpu.delete_one(h, loc);
     }
 
+    /// Indexes every live item of a store taken back from a memory file (a warm restart):
+    /// the table's old contents are cleared first (they may describe anything), then all
+    /// items go in as one insert batch, on the device if there is one. Returns the items
+    /// that found no slot (signature collisions, a full table), for the caller to free.
+    pub fn restore(&mut self, store: &SlabStore) -> Vec<Location> {
+        self.clear(store);
+        let mut entries = Vec::new();
+        store.for_each_live(|key, loc| entries.push((hash_key(key), loc)));
+        let mut out = Vec::new();
+        let mut dropped = Vec::new();
+        self.insert_many(store, &entries, &mut out, &mut dropped);
+        dropped.extend(out.iter().filter_map(|o| match o {
+            InsertOutcome::Inserted => None,
+            InsertOutcome::Replaced(old) | InsertOutcome::Evicted(old) => Some(*old),
+        }));
+        dropped
+    }
+
     pub fn clear(&mut self, store: &SlabStore) {
         if let Some(d) = &mut self.device {
             if let Err(e) = d.clear() {

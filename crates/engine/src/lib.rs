@@ -15,6 +15,7 @@ mod schedule;
 mod shared;
 mod stats;
 pub mod vector;
+pub mod warm;
 
 pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use hkv_index::set_hash_seed;

@@ -563,6 +563,14 @@ impl Partition {
         }
     }
 
+    /// After a warm restart: indexes every item its store took back; items the index cannot
+    /// place are evicted and counted (`collision_evictions`). Returns the items indexed.
+    pub fn restore_index(&mut self) -> u64 {
+        self.dropped = self.index.restore(&self.store);
+        self.free_dropped();
+        self.store.stats().curr_items
+    }
+
     pub fn store(&self) -> &SlabStore {
         &self.store
     }

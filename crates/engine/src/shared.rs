@@ -33,6 +33,8 @@ pub struct SharedEngine {
     /// The largest chunk any partition has put in use (`StoreStats::largest_chunk`), kept
     /// here so callers can bound a read's size without taking a lock.
     largest_chunk: AtomicUsize,
+    /// Where things lie in the arena and the memory file, for a warm-restart save.
+    layout: (crate::warm::Geometry, usize, Option<std::path::PathBuf>),
 }
 
 /// Per-caller scratch, so batches allocate nothing once warm.
@@ -66,7 +68,14 @@ pub struct ItemSummary {
 
 impl SharedEngine {
     pub fn new(config: &EngineConfig) -> Result<SharedEngine, EngineError> {
-        let (arena, parts) = Engine::new(config)?.into_partitions();
+        let engine = Engine::new(config)?;
+        let layout = engine.layout();
+        let (arena, parts) = engine.into_partitions();
+        let largest = parts
+            .iter()
+            .map(|p| p.store().stats().largest_chunk as usize)
+            .max()
+            .unwrap_or(0);
         Ok(SharedEngine {
             arena,
             pending: parts.iter().map(|_| AtomicUsize::new(0)).collect(),
@@ -74,8 +83,31 @@ impl SharedEngine {
             periodic: AtomicBool::new(config.schedule.min_us > 0.0),
             scheduler: Mutex::new(Scheduler::new(config.schedule)),
             epoch: Instant::now(),
-            largest_chunk: AtomicUsize::new(0),
+            largest_chunk: AtomicUsize::new(largest),
+            layout,
         })
+    }
+
+    /// A clean stop's save for a warm restart (memcached's `-e`, on SIGUSR1; see
+    /// [`crate::warm`]). Every partition is locked for the whole save, and stays locked: no
+    /// batch may run after it (it would change pages the save described).
+    pub fn save_memory_file(&self) -> Result<crate::warm::SaveSummary, EngineError> {
+        let (geometry, index_end, path) = self.layout.clone();
+        let path = path.ok_or_else(|| EngineError::Config("no memory file (-e)".into()))?;
+        let mut guards: Vec<_> = (0..self.partitions.len()).map(|p| self.lock(p)).collect();
+        for g in guards.iter_mut() {
+            g.apply_pending();
+        }
+        let stores: Vec<&hkv_store::SlabStore> = guards.iter().map(|g| g.store()).collect();
+        let saved = crate::warm::save(&path, &self.arena, geometry, index_end, &stores)?;
+        // Held until the process exits: later batches would make the save a lie.
+        std::mem::forget(guards);
+        Ok(saved)
+    }
+
+    /// The `-e` memory file, if any.
+    pub fn memory_file(&self) -> Option<&std::path::Path> {
+        self.layout.2.as_deref()
     }
 
     fn lock(&self, p: usize) -> MutexGuard<'_, Partition> {

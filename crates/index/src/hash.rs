@@ -37,6 +37,11 @@ pub fn set_hash_seed(seed: u64) {
     SEED.store(seed, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The seed [`set_hash_seed`] set (a warm restart saves it: stored keys are placed by it).
+pub fn hash_seed() -> u64 {
+    SEED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 #[inline]
 pub fn hash_key(key: &[u8]) -> KeyHash {
     let h =

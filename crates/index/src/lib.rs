@@ -13,7 +13,7 @@ pub mod sizing;
 
 pub use bucket::{Bucket, SLOTS};
 pub use cpu::CpuIndex;
-pub use hash::{hash_key, set_hash_seed, KeyHash};
+pub use hash::{hash_key, hash_seed, set_hash_seed, KeyHash};
 pub use hkv_mem::prefetch_read;
 pub use sizing::IndexSizing;
 

@@ -17,6 +17,10 @@ pub enum ArenaError {
     },
     #[error("cannot map {0} bytes: {1}")]
     Map(usize, std::io::Error),
+    #[error("memory file {0}: {1}")]
+    File(String, std::io::Error),
+    #[error("cannot take back saved pages: {0}")]
+    Adopt(String),
 }
 
 /// The whole memory budget. Pieces are handed out by an atomic bump, so any thread may carve
@@ -28,6 +32,8 @@ pub struct Arena {
     limit: AtomicUsize,
     mapped: usize,
     next: AtomicUsize,
+    /// Opened on a memory file whose contents were kept, and [`Arena::adopt`] not yet called.
+    adoptable: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Arena {
@@ -47,7 +53,110 @@ impl Arena {
             limit: AtomicUsize::new(limit),
             mapped: limit,
             next: AtomicUsize::new(0),
+            adoptable: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// An arena in a memory file (memcached's `-e`). `keep`: the file's contents are kept
+    /// (a warm restart; it must already be `limit` bytes long) for [`Arena::adopt`] to take
+    /// back; otherwise the file is emptied and sized to `limit`, so every byte reads zero as
+    /// in an anonymous arena.
+    pub fn open_file(
+        path: &std::path::Path,
+        limit: usize,
+        keep: bool,
+    ) -> Result<Arena, ArenaError> {
+        let err = |e| ArenaError::File(path.display().to_string(), e);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(err)?;
+        if keep {
+            let len = file.metadata().map_err(err)?.len();
+            if len != limit as u64 {
+                return Err(err(std::io::Error::other(format!(
+                    "{len} bytes long, {limit} expected"
+                ))));
+            }
+        } else {
+            // Truncating first drops every old byte: the new length reads as zeroes.
+            file.set_len(0).map_err(err)?;
+            file.set_len(limit as u64).map_err(err)?;
+        }
+        let region = Region::file(&file, limit.max(1)).map_err(err)?;
+        Ok(Arena {
+            region: Arc::new(region),
+            limit: AtomicUsize::new(limit),
+            mapped: limit,
+            next: AtomicUsize::new(0),
+            adoptable: std::sync::atomic::AtomicBool::new(keep),
+        })
+    }
+
+    /// Takes back pieces a previous process carved from the same memory file: `ranges`
+    /// (offset, length), every one at or above what this arena has carved so far and below
+    /// `next`, the previous process's bump, which this arena continues from. Once per
+    /// arena, and only on one opened with `keep`; ranges that overlap or stray are refused,
+    /// so no byte gets two owners.
+    pub fn adopt(&self, ranges: &[(usize, usize)], next: usize) -> Result<Vec<Carved>, ArenaError> {
+        if !self.adoptable.swap(false, Ordering::AcqRel) {
+            return Err(ArenaError::Adopt(
+                "not a kept memory file, or already adopted".into(),
+            ));
+        }
+        let floor = self.next.load(Ordering::Relaxed);
+        if next < floor || next > self.mapped {
+            return Err(ArenaError::Adopt(format!(
+                "saved bump {next} outside {floor}..={}",
+                self.mapped
+            )));
+        }
+        let mut sorted = ranges.to_vec();
+        sorted.sort_unstable();
+        let mut at = floor;
+        for &(start, len) in &sorted {
+            let end = start.checked_add(len);
+            match end {
+                Some(end) if start >= at && end <= next => at = end,
+                _ => {
+                    return Err(ArenaError::Adopt(format!(
+                        "piece {start}+{len} overlaps another or lies outside {floor}..{next}"
+                    )))
+                }
+            }
+        }
+        self.next.store(next, Ordering::Relaxed);
+        Ok(ranges
+            .iter()
+            .map(|&(start, len)| Carved {
+                // SAFETY: `start + len <= next <= mapped`, inside the mapping; the ranges
+                // were checked disjoint from each other and from everything carved before
+                // (below `floor`), and later carvings start at `next`.
+                ptr: unsafe { NonNull::new_unchecked(self.region.base().as_ptr().add(start)) },
+                len,
+                _region: Arc::clone(&self.region),
+            })
+            .collect())
+    }
+
+    /// Writes a memory file's dirty pages back to it (before a warm-restart save).
+    pub fn sync(&self) -> Result<(), ArenaError> {
+        self.region
+            .sync()
+            .map_err(|e| ArenaError::Map(self.mapped, e))
+    }
+
+    /// Where `piece` starts, counted from the arena's first byte.
+    pub fn offset_of(&self, piece: &Carved) -> usize {
+        piece.ptr.as_ptr() as usize - self.region.base().as_ptr() as usize
+    }
+
+    /// The bump: bytes carved so far, padding included (unclamped by the limit).
+    pub fn next_offset(&self) -> usize {
+        self.next.load(Ordering::Relaxed)
     }
 
     pub fn limit(&self) -> usize {
@@ -178,6 +287,54 @@ mod tests {
         let b = arena.carve(16 << 10, 4096).unwrap();
         assert_eq!(b.len(), 16 << 10);
         assert!(arena.used() <= arena.limit());
+    }
+
+    fn memory_file(tag: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("hkv-arena-{tag}-{}", std::process::id()))
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "memory files are not mapped under Miri")]
+    fn a_kept_memory_file_gives_back_the_saved_pieces_and_nothing_else() {
+        let path = memory_file("keep");
+        let (offsets, next) = {
+            let arena = Arena::open_file(&path, 1 << 20, false).unwrap();
+            let _head = arena.carve(8192, 4096).unwrap();
+            let mut a = arena.carve(4096, 4096).unwrap();
+            let mut b = arena.carve(4096, 4096).unwrap();
+            a.fill(7);
+            b.fill(9);
+            arena.sync().unwrap();
+            (
+                vec![(arena.offset_of(&b), 4096), (arena.offset_of(&a), 4096)],
+                arena.next_offset(),
+            )
+        };
+        let arena = Arena::open_file(&path, 1 << 20, true).unwrap();
+        let head = arena.carve(8192, 4096).unwrap();
+        assert_eq!(arena.offset_of(&head), 0);
+        let pieces = arena.adopt(&offsets, next).unwrap();
+        assert!(pieces[0].iter().all(|&x| x == 9) && pieces[1].iter().all(|&x| x == 7));
+        assert!(arena.adopt(&offsets, next).is_err(), "adopted twice");
+        // New carvings continue after the saved bump.
+        let c = arena.carve(4096, 4096).unwrap();
+        assert!(arena.offset_of(&c) >= next && c.iter().all(|&x| x == 0));
+
+        // Overlapping or stray ranges are refused; a file of another size is not kept.
+        let arena = Arena::open_file(&path, 1 << 20, true).unwrap();
+        let _head = arena.carve(8192, 4096).unwrap();
+        assert!(arena.adopt(&[(8192, 4096), (10240, 4096)], next).is_err());
+        let arena = Arena::open_file(&path, 1 << 20, true).unwrap();
+        let _head = arena.carve(8192, 4096).unwrap();
+        assert!(arena.adopt(&[(0, 4096)], next).is_err(), "under the index");
+        assert!(Arena::open_file(&path, 2 << 20, true).is_err());
+        // Not kept: emptied.
+        let arena = Arena::open_file(&path, 1 << 20, false).unwrap();
+        let _head = arena.carve(8192, 4096).unwrap();
+        let a = arena.carve(4096, 4096).unwrap();
+        assert!(a.iter().all(|&x| x == 0));
+        assert!(arena.adopt(&[], 0).is_err(), "not a kept file");
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -5,8 +5,9 @@ use std::ptr::NonNull;
 /// Size of an x86-64 transparent huge page. Carvings that want huge pages are aligned to it.
 pub const HUGE_PAGE: usize = 2 << 20;
 
-/// A zeroed, private, anonymous mapping. Physical memory is only committed as it is touched,
-/// so reserving the whole budget up front costs nothing until items arrive.
+/// A zeroed, private, anonymous mapping, or a shared mapping of a memory file (memcached's
+/// `-e`, for warm restarts). Physical memory is only committed as it is touched, so
+/// reserving the whole budget up front costs nothing until items arrive.
 pub(crate) struct Region {
     #[cfg(not(miri))]
     map: memmap2::MmapMut,
@@ -36,6 +37,36 @@ impl Region {
             Ok(Region {
                 heap: (ptr, layout),
             })
+        }
+    }
+
+    /// Maps all of `file` (already `len` bytes long), shared: what is written lands in the
+    /// file and outlives the process.
+    #[cfg(not(miri))]
+    pub(crate) fn file(file: &std::fs::File, len: usize) -> std::io::Result<Region> {
+        // SAFETY: memmap2 requires that no one else truncates or writes the file while it
+        // is mapped. The memory file is hkv's own (memcached's `-e` contract: one server
+        // per file, on tmpfs or DAX); hkv only resizes it before mapping it.
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(file)? };
+        Ok(Region { map })
+    }
+
+    #[cfg(miri)]
+    pub(crate) fn file(_file: &std::fs::File, _len: usize) -> std::io::Result<Region> {
+        Err(std::io::Error::other(
+            "memory files are not supported under Miri",
+        ))
+    }
+
+    /// Writes the mapping's dirty pages to its file (a no-op for anonymous memory).
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
+        #[cfg(not(miri))]
+        {
+            self.map.flush()
+        }
+        #[cfg(miri)]
+        {
+            Ok(())
         }
     }
 

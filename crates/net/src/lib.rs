@@ -118,6 +118,7 @@ impl Server {
             stats: ServerStats::default(),
             stats_base: Default::default(),
             stop: AtomicBool::new(false),
+            graceful: AtomicBool::new(false),
             wakers: std::sync::OnceLock::new(),
             started: std::time::Instant::now(),
         });
@@ -217,9 +218,20 @@ impl Server {
 
     /// Waits until the server stops (a `shutdown` command or a [`Stopper`]).
     pub fn wait(self) {
+        self.wait_then(|_, _| ());
+    }
+
+    /// Waits until every thread has stopped, then hands `f` the engine, quiet, and whether
+    /// the stop was a graceful one (SIGUSR1 through [`Stopper::stop_graceful`], or
+    /// `shutdown graceful`): the moment to save a warm-restart memory file.
+    pub fn wait_then<R>(self, f: impl FnOnce(&SharedEngine, bool) -> R) -> R {
         for t in self.threads {
             let _ = t.join();
         }
+        f(
+            &self.shared.engine,
+            self.shared.graceful.load(Ordering::SeqCst),
+        )
     }
 
     pub fn shutdown(self) {
@@ -235,6 +247,12 @@ pub struct Stopper {
 }
 
 impl Stopper {
+    /// memcached's SIGUSR1: stop, and say so to [`Server::wait_then`].
+    pub fn stop_graceful(&self) {
+        self.shared.graceful.store(true, Ordering::SeqCst);
+        self.stop();
+    }
+
     pub fn stop(&self) {
         self.shared.stop_all();
         for w in &self.wakers {

@@ -59,11 +59,17 @@ pub(crate) fn wr_compose(
             out.extend_from_slice(b"VERSION ");
             line(out, VERSION);
         }
-        Step::Shutdown => {
-            if shared.config.enable_shutdown {
+        Step::Shutdown { graceful, invalid } => {
+            if !shared.config.enable_shutdown {
+                line(out, hkv_proto::errors::admin::SHUTDOWN_DISABLED);
+            } else if invalid {
+                line(out, hkv_proto::errors::admin::SHUTDOWN_BAD_MODE);
+            } else {
+                shared
+                    .graceful
+                    .fetch_or(graceful, std::sync::atomic::Ordering::SeqCst);
                 return true;
             }
-            line(out, hkv_proto::errors::admin::SHUTDOWN_DISABLED);
         }
         Step::RefreshCerts => match control::refresh_certs(shared) {
             Ok(()) => line(out, "OK"),

@@ -17,6 +17,9 @@ pub(crate) struct Shared {
     /// Counter values at the last `stats reset`.
     pub stats_base: std::sync::Mutex<Baseline>,
     pub stop: AtomicBool,
+    /// The stop is memcached's graceful one (SIGUSR1, `shutdown graceful`): the caller of
+    /// [`crate::Server::wait`] saves the warm-restart memory file.
+    pub graceful: AtomicBool,
     /// Every thread's waker, so any thread can stop the server.
     pub wakers: std::sync::OnceLock<Vec<Arc<Waker>>>,
     pub started: std::time::Instant,

@@ -23,7 +23,10 @@ pub(crate) enum Step {
         noreply: bool,
     },
     Version,
-    Shutdown,
+    Shutdown {
+        graceful: bool,
+        invalid: bool,
+    },
     RefreshCerts,
     Stats(Vec<Vec<u8>>),
     MemLimit {

@@ -80,6 +80,10 @@ pub struct Cli {
     /// and optionally `ssl_ca_cert=FILE,ssl_verify_mode=0-3,ssl_min_version=2|3`.
     #[arg(short = 'Z', long = "enable-ssl")]
     pub enable_ssl: bool,
+    /// Keep item memory in this file (memcached's -e, on tmpfs): SIGUSR1 or `shutdown
+    /// graceful` saves it, and the next start with the same settings keeps every item.
+    #[arg(short = 'e', long = "memory-file", value_name = "FILE")]
+    pub memory_file: Option<PathBuf>,
     /// Refuse `stats cachedump` and `lru_crawler metadump` (memcached's -X).
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,

@@ -68,13 +68,35 @@ fn main() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
     }
 
+    // -e: what the last clean stop saved, if anything (read once, then removed).
+    let memory_file = match &cli.memory_file {
+        Some(path) => {
+            let path = std::path::absolute(path)?;
+            let image = match hkv_engine::warm::take_image(&path) {
+                Ok(image) => image,
+                Err(why) => {
+                    tracing::error!(file = %path.display(), "warm restart refused, starting empty: {why}");
+                    None
+                }
+            };
+            if image.is_none() {
+                tracing::info!(file = %path.display(), "memory file: starting empty");
+            }
+            Some(hkv_engine::warm::MemoryFile { path, image })
+        }
+        None => None,
+    };
     // Before any key is hashed: a per-process seed, so bucket-flooding keys cannot be
-    // computed offline (RandomState draws its keys from the OS).
-    hkv_engine::set_hash_seed({
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(std::process::id() as u64);
-        h.finish()
+    // computed offline (RandomState draws its keys from the OS). A warm restart keeps the
+    // seed its items were placed with.
+    hkv_engine::set_hash_seed(match memory_file.as_ref().and_then(|m| m.image.as_ref()) {
+        Some(image) => image.hash_seed,
+        None => {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(std::process::id() as u64);
+            h.finish()
+        }
     });
     let memory = settings.memory_mb << 20;
     let page_size = settings.page_size();
@@ -88,6 +110,7 @@ fn main() -> anyhow::Result<()> {
         merge_atomics: settings.merge_atomics,
         vector_placement: settings.vector_placement(),
         evictions: !cli.disable_evictions,
+        memory_file,
         ..EngineConfig::default()
     })?;
     tracing::info!(backends = ?engine.backends(), "engine ready");
@@ -145,8 +168,8 @@ fn main() -> anyhow::Result<()> {
 
     let stopper = server.stopper();
     let certs = server.refresher();
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP])?;
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
     std::thread::Builder::new()
         .name("hkv-signals".into())
         .spawn(move || {
@@ -163,11 +186,28 @@ fn main() -> anyhow::Result<()> {
                     continue;
                 }
                 tracing::info!(signal = sig, "stopping");
-                stopper.stop();
+                if sig == SIGUSR1 {
+                    // memcached's graceful stop: with -e, the memory file is saved.
+                    stopper.stop_graceful();
+                } else {
+                    stopper.stop();
+                }
                 break;
             }
         })?;
-    server.wait();
+    server.wait_then(|engine, graceful| {
+        let Some(file) = engine.memory_file() else {
+            return;
+        };
+        if !graceful {
+            tracing::warn!(file = %file.display(), "not a graceful stop (SIGUSR1): the memory file is not saved; the next start is empty");
+            return;
+        }
+        match engine.save_memory_file() {
+            Ok(s) => tracing::warn!(items = s.items, pages = s.pages, file = %file.display(), "memory file saved for a warm restart"),
+            Err(e) => tracing::error!(error = %e, "memory file not saved; the next start is empty"),
+        }
+    });
     if let Some(p) = &pidfile {
         let _ = std::fs::remove_file(p);
     }

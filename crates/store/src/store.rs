@@ -1,5 +1,8 @@
 //! One partition's slab store.
 
+mod warm;
+pub use warm::{ClassImage, RestoreError, StoreImage};
+
 use std::sync::Arc;
 
 use hkv_mem::{Arena, ArenaError, Carved};
@@ -598,7 +601,7 @@ impl SlabStore {
                     return Some(self.give_page(c, page, false));
                 }
                 Err(ArenaError::Exhausted { .. }) => {}
-                Err(ArenaError::Map(..)) => return None,
+                Err(_) => return None,
             }
             // memcached's slab automove, done inline: a class that has never had a page
             // (or lost its last) takes one from the class holding the most, instead of

@@ -233,8 +233,8 @@ fn plan_command<'a>(
         Command::Quit => {
             *close = true;
         }
-        Command::Shutdown => {
-            steps.push(Step::Shutdown);
+        Command::Shutdown { graceful, invalid } => {
+            steps.push(Step::Shutdown { graceful, invalid });
             return true;
         }
         Command::RefreshCerts => steps.push(Step::RefreshCerts),

@@ -197,6 +197,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "read_buf_mem_limit", Setting, "--conn-buffer-mb in bytes: all connections' buffers together", |s| Val::U(s.shared.config.conn_buffer_limit as u64);
     "track_sizes", Setting, "stats sizes (not tracked)", |_| Val::Str("no");
     "inline_ascii_response", Setting, "memcached 1.6 default", |_| Val::Str("no");
+    "memory_file", Setting, "-e: the warm-restart memory file", |s| Val::S(s.shared.engine.memory_file().map_or("NULL".into(), |p| p.display().to_string()));
     "ssl_enabled", Setting, "-Z", |s| Val::Str(if s.shared.config.tls.is_some() { "yes" } else { "no" });
     "ssl_chain_cert", Setting, "-o ssl_chain_cert", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().chain_cert.display().to_string()));
     "ssl_key", Setting, "-o ssl_key", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().key.as_ref().map_or("NULL".into(), |k| k.display().to_string())));

@@ -56,7 +56,14 @@ pub enum Command<'a> {
         noreply: bool,
     },
     Quit,
-    Shutdown,
+    /// `shutdown [graceful]`: `graceful` stops as SIGUSR1 does (saving a warm-restart
+    /// memory file, memcached's `-e`).
+    Shutdown {
+        graceful: bool,
+        /// The argument was neither absent nor `graceful` (refused only when shutdown is
+        /// enabled, as memcached does).
+        invalid: bool,
+    },
     /// `refresh_certs`: reload the TLS certificate and key (memcached's, with `-Z`).
     RefreshCerts,
     Stats {

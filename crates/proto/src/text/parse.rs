@@ -282,7 +282,10 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         }
         b"version" => cmd(Command::Version),
         b"quit" => cmd(Command::Quit),
-        b"shutdown" => cmd(Command::Shutdown),
+        b"shutdown" => cmd(Command::Shutdown {
+            graceful: tokens[1..] == [b"graceful"],
+            invalid: n > 1 && tokens[1..] != [b"graceful"],
+        }),
         b"refresh_certs" => cmd(Command::RefreshCerts),
         b"verbosity" => {
             if n != 2 && n != 3 {

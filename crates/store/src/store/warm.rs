@@ -1,0 +1,172 @@
+//! A store's state for a warm restart (memcached's `-e`): which arena pages each class
+//! holds and where its bump, CLOCK hand and CAS counter stood. The items themselves stay in
+//! the memory file; [`SlabStore::restore`] takes the pages back and checks every chunk
+//! before anything is served from it.
+
+use std::sync::Arc;
+
+use hkv_mem::{Arena, Carved};
+
+use super::{Class, SlabStore, StoreConfig};
+use crate::class::chunk_sizes;
+use crate::item::*;
+use crate::location::NO_LOCATION;
+use crate::store::ClassCounts;
+
+/// One class's pages (arena offsets, in the class's own order: slot numbers follow it) and
+/// positions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassImage {
+    pub pages: Vec<usize>,
+    pub bump: u32,
+    pub hand: u32,
+}
+
+/// What a store needs, beside the memory file, to come back as it was.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreImage {
+    pub classes: Vec<ClassImage>,
+    pub next_cas: u64,
+}
+
+/// Why saved pages cannot be served: the restart starts empty instead.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RestoreError {
+    #[error("saved state has {saved} slab classes, these settings make {now}")]
+    Classes { saved: usize, now: usize },
+    #[error("class {class}: {why}")]
+    Class { class: usize, why: String },
+    #[error("class {class} slot {slot}: {why}")]
+    Chunk {
+        class: usize,
+        slot: u32,
+        why: String,
+    },
+}
+
+impl SlabStore {
+    /// This store's part of a warm-restart save. Delayed index writes must have been
+    /// applied (no chunk retired), which the engine does first.
+    pub fn image(&self) -> StoreImage {
+        StoreImage {
+            classes: self
+                .classes
+                .iter()
+                .map(|c| ClassImage {
+                    pages: c.pages.iter().map(|p| self.arena.offset_of(p)).collect(),
+                    bump: c.bump,
+                    hand: c.hand,
+                })
+                .collect(),
+            next_cas: self.next_cas,
+        }
+    }
+
+    /// Every page's bytes, classes in order, pages in class order (the order [`SlabStore::image`]
+    /// lists them).
+    pub fn page_bytes(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.classes
+            .iter()
+            .flat_map(|c| c.pages.iter().map(|p| &p[..]))
+    }
+
+    /// A store over pages a previous process filled: `pages[c]` are class `c`'s, in
+    /// `image` order. Every chunk below the bump is checked (status, key and value lengths
+    /// within the chunk); a retired chunk (a dead version) becomes free; free lists, item
+    /// counts and bytes are rebuilt. Any inconsistency refuses the whole store.
+    pub fn restore(
+        arena: Arc<Arena>,
+        config: &StoreConfig,
+        image: &StoreImage,
+        mut pages: Vec<Vec<Carved>>,
+    ) -> Result<SlabStore, RestoreError> {
+        let mut store = SlabStore::new(arena, config);
+        let now = store.classes.len();
+        if image.classes.len() != now || pages.len() != now {
+            return Err(RestoreError::Classes {
+                saved: image.classes.len(),
+                now,
+            });
+        }
+        debug_assert_eq!(
+            now,
+            chunk_sizes(config.growth_factor, config.page_size).len()
+        );
+        store.next_cas = image.next_cas.max(1);
+        for (c, (class, saved)) in store.classes.iter_mut().zip(&image.classes).enumerate() {
+            let class_err = |why: String| RestoreError::Class { class: c, why };
+            let mine = std::mem::take(&mut pages[c]);
+            if mine.len() != saved.pages.len() || mine.len() > class.info.max_pages() {
+                return Err(class_err(format!("{} pages", mine.len())));
+            }
+            if mine.iter().any(|p| p.len() != config.page_size) {
+                return Err(class_err("a page of the wrong size".into()));
+            }
+            class.pages = mine;
+            if saved.bump > class.slots() || (saved.hand > 0 && saved.hand >= class.slots()) {
+                return Err(class_err(format!(
+                    "bump {} / hand {} beyond {} slots",
+                    saved.bump,
+                    saved.hand,
+                    class.slots()
+                )));
+            }
+            class.bump = saved.bump;
+            class.hand = saved.hand;
+            restore_class(c, class, &mut store.stats)?;
+            if !class.pages.is_empty() {
+                store.stats.pages += class.pages.len() as u64;
+                store.stats.largest_chunk = store.stats.largest_chunk.max(class.info.chunk as u64);
+            }
+        }
+        Ok(store)
+    }
+}
+
+/// Checks one class's chunks and rebuilds its free list and counts.
+fn restore_class(
+    c: usize,
+    class: &mut Class,
+    stats: &mut super::StoreStats,
+) -> Result<(), RestoreError> {
+    class.free_head = NO_LOCATION;
+    class.items = 0;
+    class.counts = ClassCounts::default();
+    let chunk_len = class.info.chunk;
+    // Highest slot first, so the free list hands out low slots first, as after a start.
+    for slot in (0..class.bump).rev() {
+        let head = class.free_head;
+        let chunk = class.chunk_mut(slot);
+        match chunk[OFF_STATUS] {
+            IN_USE => {
+                let klen = chunk[OFF_KEY_LEN] as usize;
+                let vlen = rd32(chunk, OFF_VALUE_LEN) as usize;
+                if klen == 0 || klen > MAX_KEY_LEN || HEADER_BYTES + klen + vlen > chunk_len {
+                    return Err(RestoreError::Chunk {
+                        class: c,
+                        slot,
+                        why: format!("key {klen} and value {vlen} bytes do not fit {chunk_len}"),
+                    });
+                }
+                class.items += 1;
+                class.counts.bytes += (klen + vlen) as u64;
+                stats.curr_items += 1;
+                stats.bytes += (klen + vlen) as u64;
+            }
+            FREE | RETIRED => {
+                chunk[OFF_STATUS] = FREE;
+                wr32(chunk, OFF_NEXT_FREE, head);
+                class.free_head = slot;
+                class.set_referenced(slot, false);
+            }
+            other => {
+                return Err(RestoreError::Chunk {
+                    class: c,
+                    slot,
+                    why: format!("status byte {other:#x}"),
+                })
+            }
+        }
+    }
+    Ok(())
+}
