@@ -54,8 +54,13 @@ impl Hkv {
 
     /// Sends SIGTERM and waits; returns whether it exited cleanly.
     pub fn terminate(&mut self) -> bool {
+        self.signal("TERM")
+    }
+
+    /// Sends `SIG<name>` and waits up to 10 s; returns whether it exited cleanly.
+    pub fn signal(&mut self, name: &str) -> bool {
         let _ = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
+            .args([&format!("-{name}"), &self.pid().to_string()])
             .status();
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
