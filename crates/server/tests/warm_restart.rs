@@ -27,7 +27,7 @@ fn memory_file(tag: &str) -> PathBuf {
     p
 }
 
-fn start(file: &PathBuf, extra: &[&str]) -> Hkv {
+fn start(file: &std::path::Path, extra: &[&str]) -> Hkv {
     let mut args = vec!["-e", file.to_str().unwrap(), "-t", "2"];
     args.extend_from_slice(extra);
     if !extra.contains(&"-m") {
