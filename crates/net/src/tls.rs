@@ -62,6 +62,10 @@ pub struct TlsSettings {
     /// `ssl_min_version`: only TLS 1.3 when true; else TLS 1.2 and 1.3 (rustls offers
     /// nothing older, so memcached's 0 and 1 mean 1.2 here).
     pub tls13_only: bool,
+    /// `ssl_wbuf_size` in bytes (memcached's default 16 KiB): the most plaintext a
+    /// connection's TLS layer holds for sending, which bounds its memory beside the
+    /// connection's own buffers.
+    pub wbuf_bytes: usize,
 }
 
 /// A certificate or key file that could not be used, worded as memcached's `refresh_certs`
@@ -128,7 +132,8 @@ impl Tls {
     /// The server side of a new connection; the handshake happens as it is read.
     pub(crate) fn accept(self: &Arc<Self>, sock: TcpStream) -> Result<TlsStream, rustls::Error> {
         let config = Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()));
-        let conn = ServerConnection::new(config)?;
+        let mut conn = ServerConnection::new(config)?;
+        conn.set_buffer_limit(Some(self.settings.wbuf_bytes));
         Ok(TlsStream {
             sock,
             conn,

@@ -173,6 +173,8 @@ pub struct Settings {
     pub ssl_verify_mode: u8,
     /// `-o ssl_min_version`: 2 (TLS 1.2, the default) or 3 (TLS 1.3); 0 and 1 mean 2.
     pub ssl_min_version: u8,
+    /// `-o ssl_wbuf_size`: kilobytes of plaintext a TLS connection holds for sending.
+    pub ssl_wbuf_size: usize,
 }
 
 impl Default for Settings {
@@ -203,6 +205,7 @@ impl Default for Settings {
             ssl_ca_cert: None,
             ssl_verify_mode: 0,
             ssl_min_version: 2,
+            ssl_wbuf_size: 16,
         }
     }
 }
@@ -382,7 +385,14 @@ impl Settings {
                     matches!(value, "" | "1" | "PEM" | "pem"),
                     "ssl_keyformat: hkv reads PEM keys only"
                 ),
-                "ssl_ciphers" | "ssl_session_cache" | "ssl_kernel_tls" | "ssl_wbuf_size" => {
+                "ssl_wbuf_size" => {
+                    s.ssl_wbuf_size = value
+                        .parse()
+                        .ok()
+                        .filter(|k| (1..=1024).contains(k))
+                        .ok_or_else(|| anyhow::anyhow!("ssl_wbuf_size must be 1..1024 kilobytes"))?
+                }
+                "ssl_ciphers" | "ssl_session_cache" | "ssl_kernel_tls" => {
                     eprintln!(
                         "hkv: -o {name}: rustls chooses this itself (docs/operations.md), ignored"
                     )
@@ -473,6 +483,7 @@ impl Settings {
             ca_cert: self.ssl_ca_cert.as_ref().map(abs).transpose()?,
             verify_mode,
             tls13_only: self.ssl_min_version >= 3,
+            wbuf_bytes: self.ssl_wbuf_size << 10,
         }))
     }
 

@@ -374,3 +374,35 @@ fn tls_settings_that_cannot_work_stop_the_start() {
     connect(h.addr, client_config(&ca, None)).unwrap();
     let _ = Path::new(&both);
 }
+
+#[test]
+fn a_tls_client_that_never_reads_cannot_grow_the_server() {
+    let dir = Dir::new("noread");
+    let ca = ca("test CA");
+    let (h, _, _) = start_tls(&dir, &ca, &["-m", "16"]);
+    let mut c = connect(h.addr, client_config(&ca, None)).unwrap();
+    let big = vec![b'x'; 500_000];
+    let mut req = format!("set big 0 0 {}\r\n", big.len()).into_bytes();
+    req.extend_from_slice(&big);
+    req.extend_from_slice(b"\r\n");
+    assert_eq!(call(&mut c, &req, "STORED\r\n"), "STORED\r\n");
+    let base = h.rss();
+    // 5000 replies of 500 KB asked for, none read: 2.5 GB if the server buffered them.
+    let mut hog = handshake(h.addr, client_config(&ca, None)).unwrap();
+    hog.sock.set_nonblocking(true).unwrap();
+    let gets = b"get big\r\n".repeat(5000);
+    let mut sent = 0;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sent < gets.len() && Instant::now() < deadline {
+        match hog.write(&gets[sent..]) {
+            Ok(n) => sent += n,
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+        let _ = hog.conn.complete_io(&mut hog.sock);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let grew = h.rss().saturating_sub(base);
+    assert!(grew < 64 << 20, "RSS grew by {grew} bytes for a client that does not read");
+    // Everyone else is still served.
+    assert_eq!(call(&mut c, b"get nothing\r\n", "END\r\n"), "END\r\n");
+}

@@ -203,6 +203,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "ssl_key", Setting, "-o ssl_key", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().key.as_ref().map_or("NULL".into(), |k| k.display().to_string())));
     "ssl_verify_mode", Setting, "-o ssl_verify_mode", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(u64::from(t.settings().verify_mode.number())));
     "ssl_ca_cert", Setting, "-o ssl_ca_cert", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().ca_cert.as_ref().map_or("NULL".into(), |k| k.display().to_string())));
+    "ssl_wbuf_size", Setting, "-o ssl_wbuf_size in bytes", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(t.settings().wbuf_bytes as u64));
     "ssl_min_version", Setting, "-o ssl_min_version", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::Str(if t.settings().tls13_only { "tlsv1.3" } else { "tlsv1.2" }));
 ];
 
