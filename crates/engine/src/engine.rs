@@ -99,7 +99,6 @@ pub struct Engine {
     owners: Vec<u32>,
     /// Where things lie in the arena, for a warm-restart save.
     geometry: Geometry,
-    index_end: usize,
     memory_file: Option<std::path::PathBuf>,
 }
 
@@ -170,42 +169,50 @@ impl Engine {
             Some(m) => Arena::open_file(&m.path, config.memory_bytes, image.is_some())?,
             None => Arena::new(config.memory_bytes)?,
         });
-        // Index tables first, always in this order: a warm restart finds them where the
-        // last process carved them, and the pages after them.
-        let mut indexes = (0..config.partitions)
-            .map(|_| CpuIndex::new(&arena, geometry.buckets_per_partition))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter();
-        let index_end = arena.next_offset();
         let store_config = |p: u32| StoreConfig {
             page_size: config.page_size,
             growth_factor: config.growth_factor,
             cas_start: p as u64 + 1,
             cas_step: config.partitions as u64,
         };
+        let mut indexes = Vec::with_capacity(config.partitions as usize);
         let mut restored = Vec::new();
-        if let Some(image) = image {
-            if image.index_end() != index_end {
-                return Err(EngineError::Restore(format!(
-                    "index tables end at {index_end}, saved at {}",
-                    image.index_end()
-                )));
+        match image {
+            None => {
+                for _ in 0..config.partitions {
+                    indexes.push(CpuIndex::new(&arena, geometry.buckets_per_partition)?);
+                }
             }
-            let pages = arena.adopt(&image.page_ranges(), image.arena_next())?;
-            if crate::warm::hash_pages(pages.iter().map(|p| &p[..])) != image.pages_hash() {
-                return Err(EngineError::Restore(
-                    "the memory file changed since it was saved (page checksum)".into(),
-                ));
-            }
-            for (p, classes) in image.deal(pages).into_iter().enumerate() {
-                restored.push(SlabStore::restore(
-                    Arc::clone(&arena),
-                    &store_config(p as u32),
-                    &image.store_image(p),
-                    classes,
-                )?);
+            Some(image) => {
+                // Tables, pages and spare pieces back in one go: the arena checks they are
+                // disjoint and continues after the saved bump.
+                let mut pieces = arena
+                    .adopt(&image.all_ranges(), image.arena_next())?
+                    .into_iter();
+                for &(_, buckets) in image.tables() {
+                    let mem = pieces.next().expect("one piece per table");
+                    indexes.push(CpuIndex::from_memory(mem, buckets)?);
+                }
+                let pages: Vec<_> = pieces.by_ref().take(image.page_ranges().len()).collect();
+                if crate::warm::hash_pages(pages.iter().map(|p| &p[..])) != image.pages_hash() {
+                    return Err(EngineError::Restore(
+                        "the memory file changed since it was saved (page checksum)".into(),
+                    ));
+                }
+                for piece in pieces {
+                    arena.recycle(piece, config.page_size);
+                }
+                for (p, classes) in image.deal(pages).into_iter().enumerate() {
+                    restored.push(SlabStore::restore(
+                        Arc::clone(&arena),
+                        &store_config(p as u32),
+                        &image.store_image(p),
+                        classes,
+                    )?);
+                }
             }
         }
+        let mut indexes = indexes.into_iter();
         let mut restored = restored.into_iter();
         let warm = image.is_some();
         let mut partitions = Vec::with_capacity(config.partitions as usize);
@@ -213,20 +220,20 @@ impl Engine {
         let mut calibrated = None;
         for p in 0..config.partitions {
             let index = indexes.next().expect("one index per partition");
+            // The device table as large as the host one (a warm restart may bring a grown one).
+            let buckets = index.bucket_count();
             let store = restored
                 .next()
                 .unwrap_or_else(|| SlabStore::new(Arc::clone(&arena), &store_config(p)));
             let device = match config.backend {
                 Backend::Cpu => None,
-                Backend::OpenCl(which) => {
-                    Some(OclIndex::new(geometry.buckets_per_partition, which)?)
-                }
+                Backend::OpenCl(which) => Some(OclIndex::new(buckets, which)?),
                 Backend::Auto => {
                     let gpu = hkv_index::opencl::devices()
                         .iter()
                         .position(|(info, _)| info.is_gpu);
                     match gpu {
-                        Some(i) => match OclIndex::new(geometry.buckets_per_partition, Some(i)) {
+                        Some(i) => match OclIndex::new(buckets, Some(i)) {
                             Ok(d) => Some(d),
                             Err(e) => {
                                 tracing::warn!(error = %e, "GPU found but unusable; using the CPU backend");
@@ -255,31 +262,26 @@ impl Engine {
             hashes: Vec::new(),
             owners: Vec::new(),
             geometry: geometry.clone(),
-            index_end,
             memory_file: config.memory_file.as_ref().map(|m| m.path.clone()),
         })
     }
 
     /// Where things lie in the arena, and the memory file (for
     /// [`crate::SharedEngine::save_memory_file`]).
-    pub(crate) fn layout(&self) -> (Geometry, usize, Option<std::path::PathBuf>) {
-        (
-            self.geometry.clone(),
-            self.index_end,
-            self.memory_file.clone(),
-        )
+    pub(crate) fn layout(&self) -> (Geometry, Option<std::path::PathBuf>) {
+        (self.geometry.clone(), self.memory_file.clone())
     }
 
     /// A clean stop's save for a warm restart (see [`crate::warm`]); the engine must not
     /// run batches afterwards.
     pub fn save_memory_file(&mut self) -> Result<crate::warm::SaveSummary, EngineError> {
-        let (geometry, index_end, path) = self.layout();
+        let (geometry, path) = self.layout();
         let path = path.ok_or_else(|| EngineError::Config("no memory file (-e)".into()))?;
         for p in &mut self.partitions {
             p.apply_pending();
         }
-        let stores: Vec<&SlabStore> = self.partitions.iter().map(|p| p.store()).collect();
-        crate::warm::save(&path, &self.arena, geometry, index_end, &stores)
+        let parts: Vec<&Partition> = self.partitions.iter().collect();
+        crate::warm::save(&path, &self.arena, geometry, &parts)
     }
 
     pub fn partitions(&self) -> &[Partition] {

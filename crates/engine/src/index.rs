@@ -5,8 +5,55 @@
 //! operation is done on the CPU. No stored item is lost because the device went away.
 
 use hkv_index::opencl::OclIndex;
-use hkv_index::{hash_key, CpuIndex, IndexBackend, IndexError, InsertOutcome, KeyHash, Location};
+use hkv_index::{
+    hash_key, CpuIndex, IndexBackend, IndexError, IndexStats, InsertOutcome, KeyHash, Location,
+};
+use hkv_mem::Arena;
 use hkv_store::SlabStore;
+
+/// Load above which a table doubles when the budget has room for the larger one. A 2x8
+/// bucketed cuckoo table first fails an insert near 0.97 (crates/index/tests/load.rs);
+/// growing earlier keeps displacement walks short.
+pub(crate) const GROW_LOAD: f64 = 0.85;
+/// Buckets per partition a table may grow to (the sizing's own bound).
+const MAX_BUCKETS: u32 = 1 << 27;
+
+/// Load past [`GROW_LOAD`] at which the store stops adding items when the table cannot grow:
+/// new items then replace CLOCK victims (under the ~0.97 at which displacement first fails).
+pub(crate) const CAP_LOAD: f64 = 0.93;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Growth {
+    NotNeeded,
+    Grow,
+    /// Memory is too full for a larger table.
+    NoRoom,
+}
+
+/// What a partition's index reports in `stats hkv`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct IndexReport {
+    pub entries: u64,
+    pub slots: u64,
+    pub grows: u64,
+    pub displacements: u64,
+    pub walks: u64,
+    pub longest_walk: u64,
+    /// Partitions whose store stopped adding items because the index could not grow.
+    pub capped: u64,
+}
+
+impl IndexReport {
+    pub fn add(&mut self, o: &IndexReport) {
+        self.entries += o.entries;
+        self.slots += o.slots;
+        self.grows += o.grows;
+        self.displacements += o.displacements;
+        self.walks += o.walks;
+        self.longest_walk = self.longest_walk.max(o.longest_walk);
+        self.capped += o.capped;
+    }
+}
 
 pub(crate) struct Index {
     cpu: CpuIndex,
@@ -18,6 +65,10 @@ pub(crate) struct Index {
     /// Times the CPU table was rebuilt from the store (whoever caches index state checks it).
     pub rebuilds: u64,
     pub last_error: Option<String>,
+    /// Times the table doubled.
+    pub grows: u64,
+    /// Counters of the tables that were replaced by larger ones.
+    carried: IndexStats,
 }
 
 impl Index {
@@ -29,7 +80,95 @@ impl Index {
             fallbacks: 0,
             rebuilds: 0,
             last_error: None,
+            grows: 0,
+            carried: IndexStats::default(),
         }
+    }
+
+    fn live_stats(&self) -> IndexStats {
+        match &self.device {
+            Some(d) => d.stats(),
+            None => self.cpu.stats(),
+        }
+    }
+
+    pub fn report(&self) -> IndexReport {
+        let s = self.live_stats();
+        IndexReport {
+            entries: s.entries,
+            slots: self.cpu.bucket_count() as u64 * hkv_index::SLOTS as u64,
+            grows: self.grows,
+            displacements: s.displacements + self.carried.displacements,
+            walks: s.walks + self.carried.walks,
+            longest_walk: s.longest_walk.max(self.carried.longest_walk),
+            capped: 0,
+        }
+    }
+
+    /// Whether `incoming` more entries would load it past [`GROW_LOAD`], and if so whether
+    /// `arena` has room for a table twice the size.
+    pub fn growth(&self, arena: &Arena, page_size: usize, incoming: usize) -> Growth {
+        let buckets = self.cpu.bucket_count();
+        let slots = buckets as u64 * hkv_index::SLOTS as u64;
+        let entries = self.live_stats().entries + incoming as u64;
+        if entries as f64 <= GROW_LOAD * slots as f64 {
+            Growth::NotNeeded
+        } else if buckets < MAX_BUCKETS
+            && arena.available() >= buckets as usize * 2 * 64 + page_size
+        {
+            Growth::Grow
+        } else {
+            Growth::NoRoom
+        }
+    }
+
+    /// Slots in the table.
+    pub fn slots(&self) -> u64 {
+        self.cpu.bucket_count() as u64 * hkv_index::SLOTS as u64
+    }
+
+    /// Doubles the table if `arena` has room for the new one (else memory is truly full and
+    /// displacement may evict), recycles the old table's memory as slab pages, and indexes
+    /// every live item of `store` again (on the device too, resized in place). Delayed
+    /// index writes must have been applied. Returns the items that found no slot, to free;
+    /// None when the table stays as it is.
+    pub fn grow(
+        &mut self,
+        store: &SlabStore,
+        arena: &Arena,
+        page_size: usize,
+    ) -> Option<Vec<Location>> {
+        let buckets = self.cpu.bucket_count().checked_mul(2)?;
+        let bytes = buckets as usize * 64;
+        if arena.available() < bytes + page_size {
+            return None;
+        }
+        let table = CpuIndex::new(arena, buckets).ok()?;
+        let old = std::mem::replace(&mut self.cpu, table);
+        let s = old.stats();
+        self.carried.displacements += s.displacements;
+        self.carried.walks += s.walks;
+        self.carried.longest_walk = self.carried.longest_walk.max(s.longest_walk);
+        arena.recycle(old.into_memory(), page_size);
+        if let Some(d) = &mut self.device {
+            let ds = d.stats();
+            self.carried.displacements += ds.displacements;
+            self.carried.walks += ds.walks;
+            if let Err(e) = d.resize(buckets) {
+                self.fail(e);
+            }
+        }
+        self.grows += 1;
+        let mut entries = Vec::new();
+        store.for_each_live(|key, loc| entries.push((hash_key(key), loc)));
+        let mut out = Vec::new();
+        let mut dropped = Vec::new();
+        self.insert_many(store, &entries, &mut out, &mut dropped);
+        dropped.extend(out.iter().filter_map(|o| match o {
+            InsertOutcome::Inserted => None,
+            InsertOutcome::Replaced(old) | InsertOutcome::Evicted(old) => Some(*old),
+        }));
+        Some(dropped)
     }
 
     pub fn cpu(&self) -> &CpuIndex {

@@ -26,6 +26,7 @@ pub use hkv_types::{
     hit, After, Cmp, Elem, Meta, Op, Previous, ReduceOp, Reduced, Request, Response, Responses,
     UpdateOp, Vector, VectorCall, VectorError,
 };
+pub use index::IndexReport;
 pub use partition::placement::VectorPlacement;
 pub use partition::Partition;
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};

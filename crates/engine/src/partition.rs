@@ -416,6 +416,7 @@ impl Partition {
     /// IN for a write that does not wait (C = 0 on the CPU backend); `old` is the retired
     /// version it replaces.
     fn insert_now(&mut self, h: &KeyHash, loc: Location, old: Option<Location>) {
+        self.grow_for(1);
         let outcome = self
             .index
             .insert_one(&self.store, h, loc, &mut self.dropped);
@@ -477,6 +478,7 @@ impl Partition {
                 owner.push(i as u32);
             }
         }
+        self.grow_for(entries.len());
         let rebuilds = self.index.rebuilds;
         self.index
             .insert_many(&self.store, &entries, &mut outcomes, &mut self.dropped);
@@ -569,6 +571,58 @@ impl Partition {
         self.dropped = self.index.restore(&self.store);
         self.free_dropped();
         self.store.stats().curr_items
+    }
+
+    /// IN: before `incoming` inserts, an index that they would load past its growth point
+    /// doubles (again, if need be) while the budget has room, so items are lost to
+    /// displacement only when memory is truly full (small items would otherwise outnumber
+    /// the slots the budget's first guess gave them). The larger table is filled from the
+    /// store's live items, newest versions still waiting in the same-key table included;
+    /// applying those later finds them in place, and retired versions were never put back.
+    fn grow_for(&mut self, incoming: usize) {
+        use crate::index::Growth;
+        let page = self.store.page_size();
+        let mut grew = false;
+        loop {
+            match self.index.growth(self.store.arena(), page, incoming) {
+                Growth::NotNeeded => break,
+                Growth::NoRoom => {
+                    // Memory is nearly spent and the table stays: from near its failure
+                    // point on, new items take CLOCK victims' chunks rather than more
+                    // memory, so the store, not the index, chooses what is evicted.
+                    let cap = (self.index.slots() as f64 * crate::index::CAP_LOAD) as u64;
+                    self.store.set_item_cap(Some(cap));
+                    break;
+                }
+                Growth::Grow => {
+                    let arena = std::sync::Arc::clone(self.store.arena());
+                    match self.index.grow(&self.store, &arena, page) {
+                        Some(dropped) => {
+                            self.dropped.extend(dropped);
+                            self.store.set_item_cap(None);
+                            grew = true;
+                        }
+                        None => break,
+                    }
+                }
+            }
+        }
+        if grew {
+            self.write_locs_valid = false;
+            tracing::info!(
+                buckets = self.index.cpu().bucket_count(),
+                "index table doubled"
+            );
+            self.free_dropped();
+        }
+    }
+
+    /// The index's size and load (`stats hkv`).
+    pub fn index_report(&self) -> crate::index::IndexReport {
+        crate::index::IndexReport {
+            capped: u64::from(self.store.item_cap().is_some()),
+            ..self.index.report()
+        }
     }
 
     pub fn store(&self) -> &SlabStore {

@@ -34,7 +34,7 @@ pub struct SharedEngine {
     /// here so callers can bound a read's size without taking a lock.
     largest_chunk: AtomicUsize,
     /// Where things lie in the arena and the memory file, for a warm-restart save.
-    layout: (crate::warm::Geometry, usize, Option<std::path::PathBuf>),
+    layout: (crate::warm::Geometry, Option<std::path::PathBuf>),
 }
 
 /// Per-caller scratch, so batches allocate nothing once warm.
@@ -92,14 +92,14 @@ impl SharedEngine {
     /// [`crate::warm`]). Every partition is locked for the whole save, and stays locked: no
     /// batch may run after it (it would change pages the save described).
     pub fn save_memory_file(&self) -> Result<crate::warm::SaveSummary, EngineError> {
-        let (geometry, index_end, path) = self.layout.clone();
+        let (geometry, path) = self.layout.clone();
         let path = path.ok_or_else(|| EngineError::Config("no memory file (-e)".into()))?;
         let mut guards: Vec<_> = (0..self.partitions.len()).map(|p| self.lock(p)).collect();
         for g in guards.iter_mut() {
             g.apply_pending();
         }
-        let stores: Vec<&hkv_store::SlabStore> = guards.iter().map(|g| g.store()).collect();
-        let saved = crate::warm::save(&path, &self.arena, geometry, index_end, &stores)?;
+        let parts: Vec<&Partition> = guards.iter().map(|g| &**g).collect();
+        let saved = crate::warm::save(&path, &self.arena, geometry, &parts)?;
         // Held until the process exits: later batches would make the save a lie.
         std::mem::forget(guards);
         Ok(saved)
@@ -107,7 +107,7 @@ impl SharedEngine {
 
     /// The `-e` memory file, if any.
     pub fn memory_file(&self) -> Option<&std::path::Path> {
-        self.layout.2.as_deref()
+        self.layout.1.as_deref()
     }
 
     fn lock(&self, p: usize) -> MutexGuard<'_, Partition> {
@@ -326,6 +326,15 @@ impl SharedEngine {
         (0..self.partitions.len())
             .map(|p| self.lock(p).evictions())
             .sum()
+    }
+
+    /// The indexes' size, load and displacement figures, over all partitions.
+    pub fn index_report(&self) -> crate::IndexReport {
+        let mut r = crate::IndexReport::default();
+        for p in 0..self.partitions.len() {
+            r.add(&self.lock(p).index_report());
+        }
+        r
     }
 
     pub fn index_bytes(&self) -> usize {

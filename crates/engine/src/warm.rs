@@ -12,9 +12,11 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use hkv_mem::Carved;
+use hkv_mem::{Arena, Carved};
 use hkv_store::{ClassImage, SlabStore, StoreImage};
 use serde::{Deserialize, Serialize};
+
+use crate::partition::Partition;
 
 const MAGIC: &str = "hkv memory file";
 /// Bumped whenever the item, page or index layout changes.
@@ -60,8 +62,11 @@ pub struct WarmImage {
     geometry: Geometry,
     /// Keys were placed by their hash under this seed: the restart must use it too.
     pub hash_seed: u64,
-    /// The arena's bump after the index tables were carved.
-    index_end: usize,
+    /// Each partition's index table: arena offset and buckets (tables grow, and a grown
+    /// table lies wherever the arena had room).
+    tables: Vec<(usize, u32)>,
+    /// Pieces an outgrown table left for slab pages, not used yet (offsets).
+    spare: Vec<usize>,
     /// The arena's bump at the save.
     arena_next: usize,
     stores: Vec<SavedStore>,
@@ -138,8 +143,9 @@ impl WarmImage {
         Ok(())
     }
 
-    pub(crate) fn index_end(&self) -> usize {
-        self.index_end
+    /// Each partition's table as (offset, buckets).
+    pub(crate) fn tables(&self) -> &[(usize, u32)] {
+        &self.tables
     }
 
     pub(crate) fn arena_next(&self) -> usize {
@@ -157,6 +163,17 @@ impl WarmImage {
             .iter()
             .flat_map(|s| s.classes.iter())
             .flat_map(|c| c.pages.iter().map(move |&o| (o, len)))
+            .collect()
+    }
+
+    /// Everything to take back: the tables, then the pages, then the spare pieces.
+    pub(crate) fn all_ranges(&self) -> Vec<(usize, usize)> {
+        let page = self.geometry.page_size;
+        self.tables
+            .iter()
+            .map(|&(o, b)| (o, b as usize * 64))
+            .chain(self.page_ranges())
+            .chain(self.spare.iter().map(|&o| (o, page)))
             .collect()
     }
 
@@ -201,13 +218,9 @@ pub(crate) fn hash_pages<'a>(pages: impl Iterator<Item = &'a [u8]>) -> u64 {
     h.digest()
 }
 
-/// The image of stores that are quiet (every partition locked, delayed writes applied).
-pub(crate) fn image_of(
-    geometry: Geometry,
-    index_end: usize,
-    arena_next: usize,
-    stores: &[&SlabStore],
-) -> WarmImage {
+/// The image of partitions that are quiet (every one locked, delayed writes applied).
+pub(crate) fn image_of(geometry: Geometry, arena: &Arena, parts: &[&Partition]) -> WarmImage {
+    let stores: Vec<&SlabStore> = parts.iter().map(|p| p.store()).collect();
     let pages_hash = hash_pages(stores.iter().flat_map(|s| s.page_bytes()));
     WarmImage {
         magic: MAGIC.into(),
@@ -215,8 +228,17 @@ pub(crate) fn image_of(
         version: VERSION.into(),
         geometry,
         hash_seed: hkv_index::hash_seed(),
-        index_end,
-        arena_next,
+        tables: parts
+            .iter()
+            .map(|p| {
+                (
+                    arena.offset_of(p.index().memory()),
+                    p.index().bucket_count(),
+                )
+            })
+            .collect(),
+        spare: arena.spare_pieces().into_iter().map(|(o, _)| o).collect(),
+        arena_next: arena.next_offset(),
         stores: stores
             .iter()
             .map(|s| {
@@ -242,19 +264,18 @@ pub(crate) fn image_of(
     }
 }
 
-/// Saves quiet stores: the mapping synced to the file, then `<file>.meta`.
+/// Saves quiet partitions: the mapping synced to the file, then `<file>.meta`.
 pub(crate) fn save(
     path: &Path,
-    arena: &hkv_mem::Arena,
+    arena: &Arena,
     geometry: Geometry,
-    index_end: usize,
-    stores: &[&SlabStore],
+    parts: &[&Partition],
 ) -> Result<SaveSummary, crate::EngineError> {
-    let image = image_of(geometry, index_end, arena.next_offset(), stores);
+    let image = image_of(geometry, arena, parts);
     arena.sync()?;
     write_image(path, &image)?;
     Ok(SaveSummary {
-        items: stores.iter().map(|s| s.stats().curr_items).sum(),
+        items: parts.iter().map(|p| p.store().stats().curr_items).sum(),
         pages: image.page_ranges().len(),
     })
 }

@@ -77,6 +77,41 @@ impl CpuIndex {
         self.mask + 1
     }
 
+    /// Entries over slots.
+    pub fn load(&self) -> f64 {
+        self.stats.entries as f64 / (self.bucket_count() as f64 * SLOTS as f64)
+    }
+
+    /// The table's memory (a warm restart saves where it is; a grown index recycles it).
+    pub fn memory(&self) -> &Carved {
+        &self.mem
+    }
+
+    pub fn into_memory(self) -> Carved {
+        self.mem
+    }
+
+    /// A table over memory a previous process used for one of `buckets` (a warm restart):
+    /// emptied, since what it held is rebuilt from the store.
+    pub fn from_memory(mem: Carved, buckets: u32) -> Result<CpuIndex, IndexError> {
+        if !buckets.is_power_of_two()
+            || mem.len() != buckets as usize * std::mem::size_of::<Bucket>()
+        {
+            return Err(IndexError::Size(format!(
+                "{} bytes is no table of {buckets} buckets",
+                mem.len()
+            )));
+        }
+        let mut ix = CpuIndex {
+            mem,
+            mask: buckets - 1,
+            stats: IndexStats::default(),
+            rng: 0x9e37_79b9,
+        };
+        ix.clear();
+        Ok(ix)
+    }
+
     /// The two candidate buckets of a key.
     #[inline(always)]
     pub fn candidates(&self, h: &KeyHash) -> (u32, u32) {
@@ -135,7 +170,9 @@ impl CpuIndex {
         let mask = self.mask;
         let mut cur = (sig, loc);
         let mut bucket = start;
-        for _ in 0..MAX_DISPLACEMENTS {
+        self.stats.walks += 1;
+        for step in 0..MAX_DISPLACEMENTS {
+            self.stats.longest_walk = self.stats.longest_walk.max(step as u64 + 1);
             // Each step lands in a different bucket from the one the last entry moved into,
             // so any victim is fine.
             let victim = self.next_random() as usize % SLOTS;

@@ -50,7 +50,11 @@ pub enum IndexError {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IndexStats {
     pub entries: u64,
+    /// Entries moved by displacement walks, in all.
     pub displacements: u64,
+    /// Inserts that needed a walk, and the longest walk (entries moved by one insert).
+    pub walks: u64,
+    pub longest_walk: u64,
     pub evictions: u64,
 }
 

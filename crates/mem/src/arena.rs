@@ -34,6 +34,10 @@ pub struct Arena {
     next: AtomicUsize,
     /// Opened on a memory file whose contents were kept, and [`Arena::adopt`] not yet called.
     adoptable: std::sync::atomic::AtomicBool,
+    /// Pieces given back by [`Arena::recycle`] (an index table outgrown), zeroed, handed
+    /// out again by `carve` before the bump moves.
+    spare: std::sync::Mutex<Vec<Carved>>,
+    spare_bytes: AtomicUsize,
 }
 
 impl std::fmt::Debug for Arena {
@@ -54,6 +58,8 @@ impl Arena {
             mapped: limit,
             next: AtomicUsize::new(0),
             adoptable: std::sync::atomic::AtomicBool::new(false),
+            spare: std::sync::Mutex::new(Vec::new()),
+            spare_bytes: AtomicUsize::new(0),
         })
     }
 
@@ -93,6 +99,8 @@ impl Arena {
             mapped: limit,
             next: AtomicUsize::new(0),
             adoptable: std::sync::atomic::AtomicBool::new(keep),
+            spare: std::sync::Mutex::new(Vec::new()),
+            spare_bytes: AtomicUsize::new(0),
         })
     }
 
@@ -178,12 +186,53 @@ impl Arena {
     }
 
     pub fn available(&self) -> usize {
-        self.limit().saturating_sub(self.used())
+        self.limit().saturating_sub(self.used()) + self.spare_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Gives a piece back for reuse, cut into `unit`-byte pieces aligned to 4096 (what the
+    /// store's pages are); the remainder is lost. Bytes never leave the arena, so the limit
+    /// holds; an index table that was replaced by a larger one becomes slab pages this way.
+    pub fn recycle(&self, mut piece: Carved, unit: usize) {
+        piece.fill(0);
+        let skip = piece.ptr.as_ptr().align_offset(4096);
+        if unit == 0 || skip >= piece.len {
+            return;
+        }
+        let mut rest = piece.split_off(skip);
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        while rest.len >= unit {
+            let tail = rest.split_off(unit);
+            self.spare_bytes.fetch_add(unit, Ordering::Relaxed);
+            spare.push(rest);
+            rest = tail;
+        }
+    }
+
+    /// The recycled pieces not handed out again, as (offset, length) (a warm restart saves
+    /// them).
+    pub fn spare_pieces(&self) -> Vec<(usize, usize)> {
+        let spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        spare.iter().map(|c| (self.offset_of(c), c.len)).collect()
+    }
+
+    fn take_spare(&self, len: usize, align: usize) -> Option<Carved> {
+        if self.spare_bytes.load(Ordering::Relaxed) < len {
+            return None;
+        }
+        let mut spare = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        let i = spare
+            .iter()
+            .position(|c| c.len == len && (c.ptr.as_ptr() as usize) & (align - 1) == 0)?;
+        self.spare_bytes.fetch_sub(len, Ordering::Relaxed);
+        Some(spare.swap_remove(i))
     }
 
     /// Takes `len` zeroed bytes aligned to `align` (a power of two).
     pub fn carve(&self, len: usize, align: usize) -> Result<Carved, ArenaError> {
         debug_assert!(align.is_power_of_two());
+        if let Some(piece) = self.take_spare(len, align) {
+            return Ok(piece);
+        }
         let mut cur = self.next.load(Ordering::Relaxed);
         loop {
             let start = cur.checked_add(align - 1).map(|v| v & !(align - 1));
@@ -223,6 +272,21 @@ pub struct Carved {
     ptr: NonNull<u8>,
     len: usize,
     _region: Arc<Region>,
+}
+
+impl Carved {
+    /// Splits off `[at, len)` into a piece of its own; `self` keeps `[0, at)`.
+    fn split_off(&mut self, at: usize) -> Carved {
+        assert!(at <= self.len);
+        let tail = Carved {
+            // SAFETY: `at <= len`, so the pointer stays inside (or one past) this piece.
+            ptr: unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(at)) },
+            len: self.len - at,
+            _region: Arc::clone(&self._region),
+        };
+        self.len = at;
+        tail
+    }
 }
 
 // SAFETY: a `Carved` is the unique owner of its byte range (the arena's bump never hands out
@@ -335,6 +399,27 @@ mod tests {
         assert!(a.iter().all(|&x| x == 0));
         assert!(arena.adopt(&[], 0).is_err(), "not a kept file");
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_recycled_piece_comes_back_zeroed_as_pages_before_the_bump_moves() {
+        let arena = Arena::new(64 << 10).unwrap();
+        let mut table = arena.carve(20 << 10, 4096).unwrap();
+        table.fill(0xEE);
+        let avail = arena.available();
+        arena.recycle(table, 8 << 10);
+        // Two whole 8 KiB pieces; the last 4 KiB is lost.
+        assert_eq!(arena.available(), avail + (16 << 10));
+        assert_eq!(arena.spare_pieces().len(), 2);
+        let next = arena.next_offset();
+        let a = arena.carve(8 << 10, 4096).unwrap();
+        let b = arena.carve(8 << 10, 4096).unwrap();
+        assert_eq!(arena.next_offset(), next, "spare pieces are used first");
+        assert!(a.iter().chain(b.iter()).all(|&x| x == 0));
+        assert!(arena.offset_of(&a) < 20 << 10 && arena.offset_of(&b) < 20 << 10);
+        let c = arena.carve(8 << 10, 4096).unwrap();
+        assert!(arena.offset_of(&c) >= next);
+        assert!(arena.spare_pieces().is_empty());
     }
 
     #[test]

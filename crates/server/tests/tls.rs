@@ -402,7 +402,10 @@ fn a_tls_client_that_never_reads_cannot_grow_the_server() {
     }
     std::thread::sleep(Duration::from_millis(500));
     let grew = h.rss().saturating_sub(base);
-    assert!(grew < 64 << 20, "RSS grew by {grew} bytes for a client that does not read");
+    assert!(
+        grew < 64 << 20,
+        "RSS grew by {grew} bytes for a client that does not read"
+    );
     // Everyone else is still served.
     assert_eq!(call(&mut c, b"get nothing\r\n", "END\r\n"), "END\r\n");
 }

@@ -205,6 +205,10 @@ pub struct SlabStore {
     /// Reclaim live items when memory is spent (memcached's default; `-M` turns it off and
     /// a store that needs memory fails instead). Expired items are reclaimed either way.
     evict: bool,
+    /// Live items beyond which a new item takes a CLOCK victim's chunk instead of more
+    /// memory: set by the engine when its index is nearly full and cannot grow, so CLOCK,
+    /// not the index's displacement bound, decides what goes.
+    item_cap: Option<u64>,
 }
 
 /// Why `slabs reassign` moved nothing.
@@ -253,6 +257,7 @@ impl SlabStore {
             sweep_at: (0, 0),
             automove: true,
             evict: true,
+            item_cap: None,
         }
     }
 
@@ -584,6 +589,15 @@ impl SlabStore {
         now: u32,
         on_reclaim: &mut impl FnMut(&[u8], Location, Reclaim),
     ) -> Option<u32> {
+        if self.evict
+            && self
+                .item_cap
+                .is_some_and(|cap| self.stats.curr_items >= cap)
+        {
+            if let Some(slot) = self.clock_evict(c, now, on_reclaim) {
+                return Some(slot);
+            }
+        }
         let class = &mut self.classes[c];
         if class.free_head != NO_LOCATION {
             let slot = class.free_head;
@@ -747,6 +761,15 @@ impl SlabStore {
     }
 
     /// Whether live items may be evicted for room (`-M` turns it off).
+    /// See `item_cap`; None lifts it.
+    pub fn set_item_cap(&mut self, cap: Option<u64>) {
+        self.item_cap = cap;
+    }
+
+    pub fn item_cap(&self) -> Option<u64> {
+        self.item_cap
+    }
+
     pub fn set_evictions(&mut self, on: bool) {
         self.evict = on;
     }
@@ -929,5 +952,9 @@ impl SlabStore {
 
     pub fn page_size(&self) -> usize {
         self.page_size
+    }
+
+    pub fn arena(&self) -> &Arc<Arena> {
+        &self.arena
     }
 }

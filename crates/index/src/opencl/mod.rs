@@ -88,6 +88,41 @@ pub fn devices() -> Vec<(DeviceInfo, Device)> {
     out
 }
 
+/// Empty sub-tables for `buckets` in all, each within `max_alloc` bytes; returns them and the
+/// buckets of each.
+fn make_tables(
+    context: &Context,
+    queue: &CommandQueue,
+    buckets: u32,
+    max_alloc: u64,
+) -> Result<(Vec<Buffer<cl_uint>>, u32), IndexError> {
+    let total = buckets as u64 * 64;
+    let subs = total
+        .div_ceil(max_alloc)
+        .next_power_of_two()
+        .min(buckets as u64) as u32;
+    let per_sub = buckets / subs;
+    let words = per_sub as usize * 2 * SLOTS_PER_BUCKET;
+    // Empty table: signatures 0, locations all ones.
+    let mut init = vec![0u32; words];
+    for b in init.chunks_mut(2 * SLOTS_PER_BUCKET) {
+        b[SLOTS_PER_BUCKET..].fill(NO_LOCATION);
+    }
+    let mut tables = Vec::with_capacity(subs as usize);
+    for _ in 0..subs {
+        // SAFETY: a fresh buffer of `words` u32s, no host pointer.
+        let mut table = unsafe {
+            Buffer::<cl_uint>::create(context, CL_MEM_READ_WRITE, words, ptr::null_mut())
+        }
+        .map_err(|e| err("table", e))?;
+        // SAFETY: blocking write of exactly the buffer's length from a live slice.
+        unsafe { queue.enqueue_write_buffer(&mut table, CL_BLOCKING, 0, &init, &[]) }
+            .map_err(|e| err("table init", e))?;
+        tables.push(table);
+    }
+    Ok((tables, per_sub))
+}
+
 pub struct OclIndex {
     info: DeviceInfo,
     /// Two in-order queues: searches alternate chunks between them; inserts and deletes use
@@ -106,6 +141,8 @@ pub struct OclIndex {
     /// Bucket mask within a sub-table, and log2 of its bucket count.
     mask: u32,
     sub_shift: u32,
+    /// The largest single allocation used (the device's, or a lower test limit).
+    max_alloc: u64,
     stats: IndexStats,
     /// Kernel launches so far, and the launch after which every call fails
     /// (`HKV_OPENCL_FAIL_AFTER`, for proving the engine's fallback).
@@ -176,13 +213,6 @@ impl OclIndex {
         let max_alloc = limit
             .map_or(info.max_alloc, |v| v.min(info.max_alloc))
             .max(64);
-        let total = buckets as u64 * 64;
-        let subs = total
-            .div_ceil(max_alloc)
-            .next_power_of_two()
-            .min(buckets as u64) as u32;
-        let per_sub = buckets / subs;
-        let words = per_sub as usize * 2 * SLOTS_PER_BUCKET;
         let context = Context::from_device(&device).map_err(|e| err("context", e))?;
         // SAFETY: in-order queues with profiling on a valid context and device.
         let make_queue = || {
@@ -207,23 +237,7 @@ impl OclIndex {
             kernel("displace")?,
             kernel("remove")?,
         );
-        // Empty table: signatures 0, locations all ones.
-        let mut init = vec![0u32; words];
-        for b in init.chunks_mut(2 * SLOTS_PER_BUCKET) {
-            b[SLOTS_PER_BUCKET..].fill(NO_LOCATION);
-        }
-        let mut tables = Vec::with_capacity(subs as usize);
-        for _ in 0..subs {
-            // SAFETY: a fresh buffer of `words` u32s, no host pointer.
-            let mut table = unsafe {
-                Buffer::<cl_uint>::create(&context, CL_MEM_READ_WRITE, words, ptr::null_mut())
-            }
-            .map_err(|e| err("table", e))?;
-            // SAFETY: blocking write of exactly the buffer's length from a live slice.
-            unsafe { queue.enqueue_write_buffer(&mut table, CL_BLOCKING, 0, &init, &[]) }
-                .map_err(|e| err("table init", e))?;
-            tables.push(table);
-        }
+        let (tables, per_sub) = make_tables(&context, queue, buckets, max_alloc)?;
         // SAFETY: as above, one word.
         let mut rng =
             unsafe { Buffer::<cl_uint>::create(&context, CL_MEM_READ_WRITE, 1, ptr::null_mut()) }
@@ -244,6 +258,7 @@ impl OclIndex {
             rng,
             mask: per_sub - 1,
             sub_shift: per_sub.trailing_zeros(),
+            max_alloc,
             stats: IndexStats::default(),
             launches: std::sync::atomic::AtomicU64::new(0),
             fail_after: std::env::var("HKV_OPENCL_FAIL_AFTER")
@@ -258,6 +273,28 @@ impl OclIndex {
             ix.set_zero_copy(wanted);
             ix
         })
+    }
+
+    /// Replaces the table with an empty one of `buckets` (a power of two) on the same
+    /// context, kernels and queues (nothing is recompiled): the engine grows its index this
+    /// way and inserts every item again.
+    pub fn resize(&mut self, buckets: u32) -> Result<(), IndexError> {
+        if !buckets.is_power_of_two() {
+            return Err(IndexError::Size(format!("{buckets} is not a power of two")));
+        }
+        self.launch()?;
+        let (tables, per_sub) =
+            make_tables(&self.context, &self.queues[0], buckets, self.max_alloc)?;
+        self.tables = tables;
+        self.mask = per_sub - 1;
+        self.sub_shift = per_sub.trailing_zeros();
+        self.stats.entries = 0;
+        Ok(())
+    }
+
+    /// Buckets over all sub-tables.
+    pub fn bucket_count(&self) -> u64 {
+        (self.mask as u64 + 1) * self.tables.len() as u64
     }
 
     /// Counts a launch; fails once the injected failure point is passed.
@@ -604,6 +641,7 @@ impl OclIndex {
             self.download(&bk, &mut kind)?;
             self.download(&bo, &mut old)?;
             self.stats.displacements += full.len() as u64;
+            self.stats.walks += full.len() as u64;
         }
         for (j, &i) in round.iter().enumerate() {
             out[i] = match kind[j] {

@@ -224,6 +224,13 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "arena_used", Gauge, "bytes of item memory handed out", |s| Val::U(s.shared.engine.arena().used() as u64);
     "arena_limit", Gauge, "item memory budget", |s| Val::U(s.shared.engine.arena().limit() as u64);
     "key_mismatches", Counter, "signature matches with another key", |s| Val::U(s.e.key_mismatches);
+    "index_load", Gauge, "index entries over slots", |s| { let r = s.shared.engine.index_report(); Val::Fixed(r.entries as f64 / r.slots.max(1) as f64, 3) };
+    "index_slots", Gauge, "index slots over all partitions (tables double past 0.85 load while memory allows)", |s| Val::U(s.shared.engine.index_report().slots);
+    "index_grows", Counter, "times an index table doubled", |s| Val::U(s.shared.engine.index_report().grows);
+    "index_displacements", Counter, "entries moved by cuckoo displacement walks", |s| Val::U(s.shared.engine.index_report().displacements);
+    "index_walks", Counter, "inserts that needed a displacement walk", |s| Val::U(s.shared.engine.index_report().walks);
+    "index_longest_walk", Gauge, "entries moved by the longest walk (CPU tables)", |s| Val::U(s.shared.engine.index_report().longest_walk);
+    "index_capped_partitions", Gauge, "partitions where memory is too full to grow the index: new items replace CLOCK victims", |s| Val::U(s.shared.engine.index_report().capped);
     "index_evictions", Counter, "items dropped at the displacement bound", |s| Val::U(s.e.index_evictions);
     "collision_evictions", Counter, "items whose slot a same-signature key took", |s| Val::U(s.e.collision_evictions);
     "expired_on_access", Counter, "items found expired and removed", |s| Val::U(s.e.expired_on_access);
