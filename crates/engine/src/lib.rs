@@ -19,6 +19,12 @@ pub mod warm;
 
 pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use hkv_index::set_hash_seed;
+
+/// A key's 64-bit hash under the process seed (the hot/cold router bins keys by it).
+pub fn key_hash(key: &[u8]) -> u64 {
+    let h = hkv_index::hash_key(key);
+    (u64::from(h.sig) << 32) | u64::from(h.lo)
+}
 /// Bytes of item header beside key and value (what `me` counts in an item's size).
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats};

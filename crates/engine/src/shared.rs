@@ -139,6 +139,30 @@ impl SharedEngine {
 
     /// Executes a batch; appends one response per request, in request order.
     pub fn execute(&self, reqs: &[Request<'_>], now: u32, out: &mut Responses, s: &mut Scratch) {
+        self.execute_as(reqs, now, out, s, true);
+    }
+
+    /// Executes the hot reads a worker answers without waiting for the batch interval
+    /// (KVCG's hot path, docs/hotcold.md): as [`SharedEngine::execute`], but the batch's cost
+    /// is not fed to the scheduler, whose model is of the periodic batches.
+    pub fn execute_express(
+        &self,
+        reqs: &[Request<'_>],
+        now: u32,
+        out: &mut Responses,
+        s: &mut Scratch,
+    ) {
+        self.execute_as(reqs, now, out, s, false);
+    }
+
+    fn execute_as(
+        &self,
+        reqs: &[Request<'_>],
+        now: u32,
+        out: &mut Responses,
+        s: &mut Scratch,
+        scheduled: bool,
+    ) {
         let n = self.partitions.len() as u32;
         if n == 1 {
             let timing = {
@@ -149,7 +173,9 @@ impl SharedEngine {
                 self.pending[0].store(p.pending_writes(), Ordering::Relaxed);
                 p.take_timing()
             };
-            self.observe(&timing);
+            if scheduled {
+                self.observe(&timing);
+            }
             return;
         }
         let mut timing = BatchTiming::default();
@@ -194,7 +220,9 @@ impl SharedEngine {
             self.note_largest(&part);
             self.pending[p as usize].store(part.pending_writes(), Ordering::Relaxed);
         }
-        self.observe(&timing);
+        if scheduled {
+            self.observe(&timing);
+        }
     }
 
     fn note_largest(&self, p: &Partition) {

@@ -53,6 +53,10 @@ pub struct NetConfig {
     pub tls: Option<Arc<Tls>>,
     /// Addresses given as `-l notls:ADDR`: plain TCP even with `-Z` (memcached's prefix).
     pub notls: Vec<std::net::IpAddr>,
+    /// The hot/cold router (`--hot-cache-mb`, docs/hotcold.md); None turns the split off.
+    pub hot: Option<Arc<crate::hot::Router>>,
+    /// How often the router is retrained (`--hot-epoch-ms`).
+    pub hot_epoch: std::time::Duration,
 }
 
 impl NetConfig {
@@ -89,6 +93,8 @@ impl Default for NetConfig {
             admin_listen: None,
             tls: None,
             notls: Vec::new(),
+            hot: None,
+            hot_epoch: std::time::Duration::from_secs(1),
         }
     }
 }

@@ -11,6 +11,7 @@ mod config;
 mod conn;
 mod control;
 mod counters;
+mod hot;
 mod meta;
 mod plan;
 mod reply;
@@ -37,6 +38,7 @@ use stream::{Listener, Stream};
 
 pub use config::NetConfig;
 pub use counters::ServerStats;
+pub use hot::Router;
 pub use sasl::SaslUsers;
 pub use tls::{Tls, TlsError, TlsSettings, VerifyMode};
 
@@ -169,6 +171,14 @@ impl Server {
                 std::thread::Builder::new()
                     .name("hkv-admin".into())
                     .spawn(move || admin::serve(a, &ashared))?,
+            );
+        }
+        if let Some(router) = shared.config.hot.clone() {
+            let rshared = Arc::clone(&shared);
+            handles.push(
+                std::thread::Builder::new()
+                    .name("hkv-router".into())
+                    .spawn(move || train_router(&router, &rshared))?,
             );
         }
         tracing::info!(?addr, threads, "listening");
@@ -329,6 +339,21 @@ fn bind_unix(path: &std::path::Path, mask: u32) -> Result<mio::net::UnixListener
     let l = mio::net::UnixListener::bind(path).map_err(err)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mask)).map_err(err)?;
     Ok(l)
+}
+
+/// The router's background training (docs/hotcold.md): one epoch every `hot_epoch`.
+fn train_router(router: &Router, shared: &Shared) {
+    let step = std::time::Duration::from_millis(5);
+    let mut next = std::time::Instant::now() + shared.config.hot_epoch;
+    while !shared.stop.load(Ordering::SeqCst) {
+        std::thread::sleep(step.min(shared.config.hot_epoch));
+        if std::time::Instant::now() < next {
+            continue;
+        }
+        next = std::time::Instant::now() + shared.config.hot_epoch;
+        let st = shared.engine.store_stats();
+        router.retrain(st.curr_items, st.bytes);
+    }
 }
 
 fn accept_loop(

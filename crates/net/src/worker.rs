@@ -63,6 +63,8 @@ pub(crate) struct Worker {
     udp_reqs: Vec<crate::udp::UdpRequest>,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
+    /// Reads seen, for the router's one-in-[`crate::hot::SAMPLE_EVERY`] sample.
+    reads_seen: u32,
 }
 
 /// What one pass decided for one connection.
@@ -125,6 +127,7 @@ impl Worker {
             udp,
             udp_reqs: Vec::new(),
             pass_requests: 0,
+            reads_seen: 0,
         })
     }
 
@@ -178,9 +181,31 @@ impl Worker {
                 // one batch. Requests stay in their connections' buffers until then.
                 let wait = self.shared.engine.batch_wait(last_launch);
                 if !wait.is_zero() {
-                    std::thread::sleep(wait);
-                    if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() {
-                        self.collect(&events, &mut ready);
+                    let deadline = Instant::now() + wait;
+                    if self.hot_path_on() {
+                        // KVCG's hot path: reads of hot keys at the head of a connection's
+                        // input are answered as they arrive during the window; the rest
+                        // waits for the batch.
+                        self.express(&ready);
+                        loop {
+                            let left = deadline.saturating_duration_since(Instant::now());
+                            if left.is_zero() || self.shared.stop.load(Ordering::SeqCst) {
+                                break;
+                            }
+                            if self.poll.poll(&mut events, Some(left)).is_ok() {
+                                let before = ready.len();
+                                self.collect(&events, &mut ready);
+                                if ready.len() > before {
+                                    let fresh = ready[before..].to_vec();
+                                    self.express(&fresh);
+                                }
+                            }
+                        }
+                    } else {
+                        std::thread::sleep(wait);
+                        if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() {
+                            self.collect(&events, &mut ready);
+                        }
                     }
                     if self.shared.stop.load(Ordering::SeqCst) {
                         break;
@@ -317,6 +342,62 @@ impl Worker {
                 .stats
                 .curr_connections
                 .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The router holds some keys hot.
+    fn hot_path_on(&self) -> bool {
+        self.shared
+            .config
+            .hot
+            .as_ref()
+            .is_some_and(|r| r.current().bins > 0)
+    }
+
+    /// The hot path (docs/hotcold.md): reads every ready connection and answers, from each,
+    /// the run of reads of hot keys its unanswered input starts with, as one engine batch
+    /// run at once; everything from a connection's first other request on waits for the
+    /// batch. A connection's replies therefore stay in its request order.
+    fn express(&mut self, ready: &[usize]) {
+        let Some(router) = self.shared.config.hot.clone() else {
+            return;
+        };
+        let hot = router.current();
+        if hot.bins == 0 {
+            return;
+        }
+        let read_cap = self.read_cap();
+        let limit = self.shared.config.conn_buffer_limit;
+        let high_water = self.shared.config.output_high_water;
+        let mut any = false;
+        for &t in ready {
+            let over = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
+            if let Some(c) = self.conns.get_mut(t) {
+                if over || c.pending_output() >= high_water || c.close_after_write {
+                    continue;
+                }
+                rv_receive(c, read_cap, &self.shared);
+                account(c, &self.shared);
+                any |= c.unparsed() > 0;
+            }
+        }
+        if !any {
+            return;
+        }
+        let answered = self.process_with(ready, Some(&hot));
+        if answered == 0 {
+            return;
+        }
+        router.hot_gets.fetch_add(answered, Ordering::Relaxed);
+        router.express_passes.fetch_add(1, Ordering::Relaxed);
+        for &t in ready {
+            if let Some(c) = self.conns.get_mut(t) {
+                if sd_send(c, &self.shared).is_err() {
+                    c.read_closed = true;
+                    c.close_after_write = true;
+                    c.wpos = c.wbuf.len();
+                }
+            }
         }
     }
 
@@ -486,6 +567,12 @@ impl Worker {
 
     /// PP for every connection with input, one engine batch, then WR.
     fn process(&mut self, ready: &[usize]) {
+        self.process_with(ready, None);
+    }
+
+    /// PP, the engine batch and WR for `ready`; with `hot`, only each connection's leading
+    /// reads of hot keys (the hot path). Returns the engine requests run.
+    fn process_with(&mut self, ready: &[usize], hot: Option<&crate::hot::HotSet>) -> u64 {
         let t0 = std::time::Instant::now();
         let limits = self.shared.config.limits;
         let high_water = self.shared.config.output_high_water;
@@ -505,10 +592,27 @@ impl Worker {
         let steps = &mut self.steps;
         let marks = &mut self.marks;
         let mut batch: Vec<Request<'_>> = Vec::new();
+        let only_hot = |r: &Request<'_>| {
+            matches!(r.op, hkv_engine::Op::Get | hkv_engine::Op::Gets)
+                && !r.meta.previous
+                && hot.is_some_and(|h| h.contains(r.key))
+        };
+        let only: Option<&dyn Fn(&Request<'_>) -> bool> = hot.map(|_| &only_hot as _);
         for &t in ready {
             let Some(c) = conns.get(t) else { continue };
             // A client that does not read its replies stops being served, not just read.
             if c.close_after_write || c.pending_output() >= high_water {
+                continue;
+            }
+            // The hot path takes whole requests from the head of the input only, and only
+            // from connections already past authentication (an authenticating `set` must be
+            // planned by the ordinary pass).
+            if hot.is_some()
+                && (c.cont.is_some()
+                    || c.swallow > 0
+                    || c.unparsed() == 0
+                    || ((sasl.is_some() || authfile.is_some()) && !c.authed))
+            {
                 continue;
             }
             let (start, mstart) = (steps.len(), marks.len());
@@ -534,6 +638,7 @@ impl Worker {
                 &mut batch,
                 steps,
                 marks,
+                only,
             );
             if gate.cmds > 0 {
                 let s = &self.shared.stats;
@@ -576,13 +681,31 @@ impl Worker {
                 &mut batch,
                 steps,
                 marks,
+                None,
             );
             let unfinished = end.pos < r.payload.len() || end.cont.is_some();
             udp_plans.push((start..steps.len(), mstart..marks.len(), unfinished));
         }
         let tasks = &self.shared.stats.tasks;
         let mut t0 = TaskTimes::add(&tasks.pp, t0);
-        if !batch.is_empty() {
+        if let Some(router) = self.shared.config.hot.as_deref() {
+            // Hot-path reads are sampled too: a key stays hot while it is read.
+            let reads = batch
+                .iter()
+                .filter(|r| matches!(r.op, hkv_engine::Op::Get | hkv_engine::Op::Gets));
+            for r in reads {
+                self.reads_seen = self.reads_seen.wrapping_add(1);
+                if self.reads_seen % crate::hot::SAMPLE_EVERY == 0 {
+                    router.sample(r.key);
+                }
+            }
+        }
+        let ran = batch.len() as u64;
+        if !batch.is_empty() && hot.is_some() {
+            self.shared
+                .engine
+                .execute_express(&batch, now, &mut self.responses, &mut self.scratch);
+        } else if !batch.is_empty() {
             self.shared
                 .engine
                 .execute(&batch, now, &mut self.responses, &mut self.scratch);
@@ -674,6 +797,7 @@ impl Worker {
             tracing::info!("shutdown command received");
             self.shared.stop_all();
         }
+        ran
     }
 }
 

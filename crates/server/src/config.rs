@@ -112,6 +112,13 @@ pub struct Cli {
     /// or auto (the device for the value sizes where start-up timing found it faster).
     #[arg(long, value_parser = ["cpu", "device", "auto"])]
     pub vector_placement: Option<String>,
+    /// KVCG's hot/cold split: megabytes of items the hot set may cover; reads of hot keys
+    /// are answered without waiting for the batch interval (default: -m / 32; 0: off).
+    #[arg(long, value_name = "MB")]
+    pub hot_cache_mb: Option<usize>,
+    /// How often the hot/cold router is retrained, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub hot_epoch_ms: Option<u64>,
     /// A TOML file with the same settings (flags given on the command line win).
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -175,6 +182,10 @@ pub struct Settings {
     pub ssl_min_version: u8,
     /// `-o ssl_wbuf_size`: kilobytes of plaintext a TLS connection holds for sending.
     pub ssl_wbuf_size: usize,
+    /// `--hot-cache-mb`; unset: `memory_mb / 32` (at least 1).
+    pub hot_cache_mb: Option<usize>,
+    /// `--hot-epoch-ms`.
+    pub hot_epoch_ms: u64,
 }
 
 impl Default for Settings {
@@ -206,6 +217,8 @@ impl Default for Settings {
             ssl_verify_mode: 0,
             ssl_min_version: 2,
             ssl_wbuf_size: 16,
+            hot_cache_mb: None,
+            hot_epoch_ms: 1000,
         }
     }
 }
@@ -346,6 +359,16 @@ impl Settings {
             ["cpu", "device", "auto"].contains(&s.vector_placement.as_str()),
             "vector_placement must be cpu, device or auto"
         );
+        if cli.hot_cache_mb.is_some() {
+            s.hot_cache_mb = cli.hot_cache_mb;
+        }
+        if let Some(v) = cli.hot_epoch_ms {
+            s.hot_epoch_ms = v;
+        }
+        anyhow::ensure!(
+            (1..=3_600_000).contains(&s.hot_epoch_ms),
+            "hot-epoch-ms must be 1..3600000"
+        );
         s.verbose = s.verbose.max(cli.verbose);
         if let Some(v) = cli.conn_buffer_mb {
             s.conn_buffer_mb = v;
@@ -485,6 +508,12 @@ impl Settings {
             tls13_only: self.ssl_min_version >= 3,
             wbuf_bytes: self.ssl_wbuf_size << 10,
         }))
+    }
+
+    /// Bytes of items the hot set may cover; 0 turns the hot/cold split off.
+    pub fn hot_cache_bytes(&self) -> u64 {
+        let mb = self.hot_cache_mb.unwrap_or((self.memory_mb / 32).max(1));
+        (mb as u64) << 20
     }
 
     pub fn udp_addr(&self, cli: &Cli) -> Option<SocketAddr> {

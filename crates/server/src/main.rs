@@ -142,6 +142,9 @@ fn main() -> anyhow::Result<()> {
             admin_listen: cli.admin_listen,
             tls,
             notls: settings.notls.clone(),
+            hot: (settings.hot_cache_bytes() > 0)
+                .then(|| std::sync::Arc::new(hkv_net::Router::new(settings.hot_cache_bytes()))),
+            hot_epoch: std::time::Duration::from_millis(settings.hot_epoch_ms),
             ..NetConfig::default()
         },
     )?;

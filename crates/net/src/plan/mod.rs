@@ -144,7 +144,8 @@ impl Client {
 /// PP for one input (a TCP connection's buffer or one UDP datagram): parses requests from
 /// `start`, appending engine requests to `batch`, reply steps to `steps`, and the origin of
 /// every deferrable read to `marks`. `group` tags this client's requests for the engine's
-/// per-client value budget.
+/// per-client value budget. With `only`, planning stops before the first request whose
+/// engine requests are not all accepted by it (the hot path takes a prefix of reads).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pp_plan_input<'a>(
     buf: &'a [u8],
@@ -161,6 +162,7 @@ pub(crate) fn pp_plan_input<'a>(
     batch: &mut Vec<Request<'a>>,
     steps: &mut Vec<Step>,
     marks: &mut Vec<ReadMark>,
+    only: Option<&dyn Fn(&Request<'_>) -> bool>,
 ) -> InputEnd {
     let limits = *limits;
     let mut end = InputEnd {
@@ -181,9 +183,12 @@ pub(crate) fn pp_plan_input<'a>(
     };
     let marks_before = marks.len();
     let mut count = 0;
+    // With `only`: where the get line being planned key by key began (batch, steps, marks,
+    // input position, swallow), to undo it if any of its keys is refused.
+    let mut line_start: Option<(usize, usize, usize, usize, usize)> = None;
     loop {
         if let Some(cont) = end.cont {
-            match plan_get_keys(
+            let done = plan_get_keys(
                 buf,
                 &mut end.pos,
                 cont,
@@ -192,7 +197,20 @@ pub(crate) fn pp_plan_input<'a>(
                 batch,
                 steps,
                 marks,
-            ) {
+            );
+            if let (Some((b0, s0, m0, p0, w0)), Some(accept)) = (line_start.take(), only) {
+                if !done || !batch[b0..].iter().all(accept) {
+                    batch.truncate(b0);
+                    steps.truncate(s0);
+                    marks.truncate(m0);
+                    end.pos = p0;
+                    end.swallow = w0;
+                    end.cont = None;
+                    end.more = true;
+                    break;
+                }
+            }
+            match done {
                 true => end.cont = None,
                 false => {
                     end.more = true;
@@ -239,6 +257,26 @@ pub(crate) fn pp_plan_input<'a>(
             let hint = if p0 == start { scanned_in } else { 0 };
             plan_text(buf, keys, &limits, hint, &mut end, batch, steps)
         };
+        if let Some(accept) = only {
+            let new = &batch[b0..];
+            let get_line = end.cont.is_some() && new.is_empty() && !end.close;
+            let whole = end.cont.is_none() && !end.close && end.swallow == w0;
+            if get_line {
+                // Its keys are planned next, at the top of the loop, and checked there.
+                line_start = Some((b0, s0, m0, p0, w0));
+            } else if new.is_empty() || !whole || !new.iter().all(accept) {
+                // Not for this run: left for the ordinary pass, parsed again there.
+                batch.truncate(b0);
+                steps.truncate(s0);
+                marks.truncate(m0);
+                end.pos = p0;
+                end.swallow = w0;
+                end.close = false;
+                end.cont = None;
+                end.more = true;
+                break;
+            }
+        }
         if end.cont.is_some() {
             // A multi-key line: its keys are planned (and charged) one by one.
             continue;

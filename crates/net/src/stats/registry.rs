@@ -224,6 +224,11 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "arena_used", Gauge, "bytes of item memory handed out", |s| Val::U(s.shared.engine.arena().used() as u64);
     "arena_limit", Gauge, "item memory budget", |s| Val::U(s.shared.engine.arena().limit() as u64);
     "key_mismatches", Counter, "signature matches with another key", |s| Val::U(s.e.key_mismatches);
+    "hot_cache_bytes", Setting, "--hot-cache-mb in bytes: item bytes the hot set may cover (0: no hot/cold split)", |s| Val::U(s.shared.config.hot.as_ref().map_or(0, |r| r.budget()));
+    "hot_bins", Gauge, "hash bins (of 10000) the router holds hot now", |s| s.shared.config.hot.as_ref().map_or(Val::Absent, |r| Val::U(r.current().bins as u64));
+    "hot_gets", Counter, "reads of hot keys answered without waiting for the batch interval", |s| s.shared.config.hot.as_ref().map_or(Val::Absent, |r| Val::U(load(&r.hot_gets)));
+    "hot_passes", Counter, "hot-path runs that answered at least one read", |s| s.shared.config.hot.as_ref().map_or(Val::Absent, |r| Val::U(load(&r.express_passes)));
+    "router_epochs", Counter, "times the router swapped in a changed hot set", |s| s.shared.config.hot.as_ref().map_or(Val::Absent, |r| Val::U(load(&r.epochs)));
     "index_load", Gauge, "index entries over slots", |s| { let r = s.shared.engine.index_report(); Val::Fixed(r.entries as f64 / r.slots.max(1) as f64, 3) };
     "index_slots", Gauge, "index slots over all partitions (tables double past 0.85 load while memory allows)", |s| Val::U(s.shared.engine.index_report().slots);
     "index_grows", Counter, "times an index table doubled", |s| Val::U(s.shared.engine.index_report().grows);
