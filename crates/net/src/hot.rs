@@ -16,7 +16,8 @@ use std::sync::{Arc, RwLock};
 
 /// Bins over the hash space (KVCG's figure).
 pub(crate) const BINS: usize = 10_000;
-/// One read in this many is counted (per worker), so sampling costs nothing measurable.
+/// One read in this many is counted (per worker), so sampling costs nothing measurable. A
+/// power of two.
 pub(crate) const SAMPLE_EVERY: u32 = 8;
 /// A bin is hot only if its count is this many times the mean: a uniform load has none.
 const HOT_FACTOR: u64 = 8;
@@ -135,11 +136,10 @@ impl Router {
         } else {
             bytes / BINS as u64 + 1
         };
-        let fit = if per_bin == 0 {
-            hot.len()
-        } else {
-            (self.budget / per_bin) as usize
-        };
+        let fit = self
+            .budget
+            .checked_div(per_bin)
+            .map_or(hot.len(), |f| f as usize);
         hot.truncate(fit);
         hot.sort_unstable();
         let mut cur = self.hot.write().unwrap_or_else(|e| e.into_inner());

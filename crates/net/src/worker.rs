@@ -695,7 +695,7 @@ impl Worker {
                 .filter(|r| matches!(r.op, hkv_engine::Op::Get | hkv_engine::Op::Gets));
             for r in reads {
                 self.reads_seen = self.reads_seen.wrapping_add(1);
-                if self.reads_seen % crate::hot::SAMPLE_EVERY == 0 {
+                if self.reads_seen & (crate::hot::SAMPLE_EVERY - 1) == 0 {
                     router.sample(r.key);
                 }
             }
