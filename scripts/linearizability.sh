@@ -68,6 +68,11 @@ for e in "${engines[@]}"; do
   check "$e-delayed" pass -- -- --engine "$e" -t 2 -m 64 --batch-interval-us 200
   check "$e-evicting" pass -allow-evicted -keys 64 -value-size 100000 -- -- \
     --engine "$e" -t 2 -m 4 --batch-interval-us 200
+  # KVCG's hot path: the few keys become hot and their reads skip the batch window; the
+  # router is retrained every 2 ms and HKV_ROUTER_CHURN empties the hot set every other
+  # epoch, so reads cross hundreds of model changes.
+  check "$e-hot" pass -- HKV_ROUTER_CHURN=1 -- --engine "$e" -t 2 -m 64 \
+    --batch-interval-us 500 --hot-epoch-ms 2
 done
 check broken-forwarding fail -- HKV_FAULT_SKIP_FORWARDING=1 -- -t 2 -m 64 --batch-interval-us 200
 echo "linearizability runs: ${passed} passed, ${failed} failed"

@@ -74,6 +74,12 @@ pub struct Router {
     /// Reads answered on the hot path, and the passes that answered them.
     pub(crate) hot_gets: AtomicU64,
     pub(crate) express_passes: AtomicU64,
+    /// `HKV_ROUTER_CHURN=1` (tests): every other epoch publishes an empty hot set, so the
+    /// model changes every epoch and a checker sees reads cross many changes.
+    churn: bool,
+    retrains: AtomicU64,
+    /// The set the model last chose (what churn alternates with nothing).
+    learned: std::sync::Mutex<Arc<HotSet>>,
 }
 
 impl Router {
@@ -85,6 +91,9 @@ impl Router {
             epochs: AtomicU64::new(0),
             hot_gets: AtomicU64::new(0),
             express_passes: AtomicU64::new(0),
+            churn: std::env::var("HKV_ROUTER_CHURN").as_deref() == Ok("1"),
+            retrains: AtomicU64::new(0),
+            learned: std::sync::Mutex::new(Arc::new(HotSet::default())),
         }
     }
 
@@ -118,7 +127,7 @@ impl Router {
             .collect();
         let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
         let mean = total / BINS as u64;
-        let was = self.current();
+        let was = Arc::clone(&self.learned.lock().unwrap_or_else(|e| e.into_inner()));
         let mut hot: Vec<usize> = (0..BINS)
             .filter(|&b| {
                 let floor = if was.has(b) {
@@ -142,10 +151,17 @@ impl Router {
             .map_or(hot.len(), |f| f as usize);
         hot.truncate(fit);
         hot.sort_unstable();
+        let learned = Arc::new(HotSet::new(&hot));
+        *self.learned.lock().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&learned);
+        let publish = if self.churn && self.retrains.fetch_add(1, Ordering::Relaxed) % 2 == 1 {
+            Arc::new(HotSet::default())
+        } else {
+            learned
+        };
         let mut cur = self.hot.write().unwrap_or_else(|e| e.into_inner());
-        let same = cur.bins == hot.len() && hot.iter().all(|&b| cur.has(b));
+        let same = cur.bins == publish.bins && hot.iter().all(|&b| cur.has(b) == publish.has(b));
         if !same {
-            *cur = Arc::new(HotSet::new(&hot));
+            *cur = publish;
             self.epochs.fetch_add(1, Ordering::Relaxed);
         }
         hot.len()
