@@ -312,6 +312,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         runs,
         seed: 42,
         json: false,
+        hot_keys: 0,
     };
     let measure = |a: &net::Args| -> anyhow::Result<RunResult> {
         let all: anyhow::Result<Vec<RunResult>> =

@@ -87,6 +87,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             runs: args.runs,
             seed: 42,
             json: false,
+            hot_keys: 0,
         };
         let t = Instant::now();
         net::preload(&a)?;

@@ -3,6 +3,7 @@
 mod atomics;
 mod compare;
 mod engine_mode;
+mod hotcold;
 mod interval;
 mod net;
 mod plot;
@@ -36,6 +37,9 @@ enum Mode {
     /// and off, memcached `incr` as the peer) and vector updates against per-element keys
     /// and the client's fetch-modify-write.
     Atomics(atomics::Args),
+    /// KVCG's hot/cold split: hot and cold GET latency at a fixed C with the split on and
+    /// off, and throughput under Zipf and uniform loads.
+    Hotcold(hotcold::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -45,5 +49,6 @@ fn main() -> anyhow::Result<()> {
         Mode::Compare(args) => compare::run(&args),
         Mode::Interval(args) => interval::run(&args),
         Mode::Atomics(args) => atomics::run(&args),
+        Mode::Hotcold(args) => hotcold::run(&args),
     }
 }

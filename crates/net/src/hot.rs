@@ -2,8 +2,9 @@
 //! the reads, so workers answer GETs of those at once instead of holding them for the batch
 //! interval C.
 //!
-//! The model is a histogram of sampled GET keys over [`BINS`] bins of the hash space, as in
-//! KVCG. Workers count a sample of the keys they read; every epoch a background thread decays
+//! The model is a histogram of GET keys over [`BINS`] bins of the hash space, as in KVCG.
+//! Each worker counts the keys it reads in a histogram of its own (no shared cache line is
+//! written on the read path); every epoch a background thread decays
 //! the counts, picks the bins far busier than the mean, keeps as many of the busiest as the
 //! hot budget allows (estimated from the store's bytes per bin), and swaps the new hot set
 //! in whole. Reads of a hot key are answered by the same engine and store as every other
@@ -16,15 +17,12 @@ use std::sync::{Arc, RwLock};
 
 /// Bins over the hash space (KVCG's figure).
 pub(crate) const BINS: usize = 10_000;
-/// One read in this many is counted (per worker), so sampling costs nothing measurable. A
-/// power of two.
-pub(crate) const SAMPLE_EVERY: u32 = 8;
 /// A bin is hot only if its count is this many times the mean: a uniform load has none.
-const HOT_FACTOR: u64 = 8;
+const HOT_FACTOR: u64 = 4;
 /// A bin becomes hot with at least this many samples in its decayed count, and stays hot
 /// while it keeps [`STAY_SAMPLES`] (hysteresis: a key read steadily but slowly does not
 /// flap in and out).
-const MIN_SAMPLES: u32 = 16;
+const MIN_SAMPLES: u32 = 8;
 const STAY_SAMPLES: u32 = 2;
 
 /// The bins whose keys are hot, as one immutable set per epoch.
@@ -66,7 +64,8 @@ fn bin_of(hash: u64) -> usize {
 /// The router: sampled counts and the current hot set.
 #[derive(Debug)]
 pub struct Router {
-    counts: Vec<AtomicU32>,
+    /// One histogram per worker, written only by it.
+    counts: Vec<Vec<AtomicU32>>,
     hot: RwLock<Arc<HotSet>>,
     /// Bytes of items the hot set may cover (`--hot-cache-mb`).
     budget: u64,
@@ -83,9 +82,11 @@ pub struct Router {
 }
 
 impl Router {
-    pub fn new(budget_bytes: u64) -> Router {
+    pub fn new(budget_bytes: u64, workers: usize) -> Router {
         Router {
-            counts: (0..BINS).map(|_| AtomicU32::new(0)).collect(),
+            counts: (0..workers.max(1))
+                .map(|_| (0..BINS).map(|_| AtomicU32::new(0)).collect())
+                .collect(),
             hot: RwLock::new(Arc::new(HotSet::default())),
             budget: budget_bytes,
             epochs: AtomicU64::new(0),
@@ -101,10 +102,11 @@ impl Router {
         self.budget
     }
 
-    /// Counts one sampled read of `key`.
-    pub(crate) fn sample(&self, key: &[u8]) {
+    /// Counts one read of `key` by `worker`.
+    pub(crate) fn sample(&self, worker: usize, key: &[u8]) {
         let b = bin_of(hkv_engine::key_hash(key));
-        self.counts[b].fetch_add(1, Ordering::Relaxed);
+        let h = &self.counts[worker % self.counts.len()];
+        h[b].fetch_add(1, Ordering::Relaxed);
     }
 
     /// The hot set now in force.
@@ -116,15 +118,14 @@ impl Router {
     /// the new hot set and swaps it in if it changed. `items` and `bytes` are the
     /// store's, for the budget's bytes-per-bin estimate. Returns the hot bins.
     pub fn retrain(&self, items: u64, bytes: u64) -> usize {
-        let counts: Vec<u32> = self
-            .counts
-            .iter()
-            .map(|c| {
+        let mut counts = vec![0u32; BINS];
+        for h in &self.counts {
+            for (sum, c) in counts.iter_mut().zip(h) {
                 let v = c.load(Ordering::Relaxed);
                 c.fetch_sub(v - v / 4 * 3, Ordering::Relaxed);
-                v
-            })
-            .collect();
+                *sum = sum.saturating_add(v);
+            }
+        }
         let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
         let mean = total / BINS as u64;
         let was = Arc::clone(&self.learned.lock().unwrap_or_else(|e| e.into_inner()));
@@ -174,13 +175,13 @@ mod tests {
 
     #[test]
     fn a_skewed_load_makes_its_keys_hot_and_a_uniform_one_none() {
-        let r = Router::new(1 << 20);
+        let r = Router::new(1 << 20, 2);
         for i in 0..50_000u32 {
-            r.sample(format!("cold:{i}").as_bytes());
+            r.sample(0, format!("cold:{i}").as_bytes());
         }
         for _ in 0..2_000 {
-            r.sample(b"hot:a");
-            r.sample(b"hot:b");
+            r.sample(1, b"hot:a");
+            r.sample(0, b"hot:b");
         }
         assert_eq!(r.retrain(1000, 100_000), 2);
         let set = r.current();
@@ -189,9 +190,9 @@ mod tests {
         assert_eq!(r.epochs.load(Ordering::Relaxed), 1);
 
         // The load moves to uniform: the counts decay and the hot set empties.
-        let r2 = Router::new(1 << 20);
+        let r2 = Router::new(1 << 20, 2);
         for i in 0..100_000u32 {
-            r2.sample(format!("k{i}").as_bytes());
+            r2.sample(1, format!("k{i}").as_bytes());
         }
         assert_eq!(r2.retrain(100_000, 10 << 20), 0);
         assert!(!r2.current().contains(b"k1"));
@@ -200,10 +201,10 @@ mod tests {
     #[test]
     fn the_budget_bounds_the_hot_set() {
         // 100 MB of items: 10 KB per bin; a 25 KB budget keeps the two busiest bins.
-        let r = Router::new(25_000);
+        let r = Router::new(25_000, 2);
         for (i, n) in [(0u32, 5000), (1, 4000), (2, 3000), (3, 2000)] {
             for _ in 0..n {
-                r.sample(format!("hot:{i}").as_bytes());
+                r.sample(0, format!("hot:{i}").as_bytes());
             }
         }
         assert_eq!(r.retrain(1_000_000, 100_000_000), 2);

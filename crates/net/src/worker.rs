@@ -63,8 +63,6 @@ pub(crate) struct Worker {
     udp_reqs: Vec<crate::udp::UdpRequest>,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
-    /// Reads seen, for the router's one-in-[`crate::hot::SAMPLE_EVERY`] sample.
-    reads_seen: u32,
 }
 
 /// What one pass decided for one connection.
@@ -127,7 +125,6 @@ impl Worker {
             udp,
             udp_reqs: Vec::new(),
             pass_requests: 0,
-            reads_seen: 0,
         })
     }
 
@@ -689,15 +686,12 @@ impl Worker {
         let tasks = &self.shared.stats.tasks;
         let mut t0 = TaskTimes::add(&tasks.pp, t0);
         if let Some(router) = self.shared.config.hot.as_deref() {
-            // Hot-path reads are sampled too: a key stays hot while it is read.
+            // Hot-path reads are counted too: a key stays hot while it is read.
             let reads = batch
                 .iter()
                 .filter(|r| matches!(r.op, hkv_engine::Op::Get | hkv_engine::Op::Gets));
             for r in reads {
-                self.reads_seen = self.reads_seen.wrapping_add(1);
-                if self.reads_seen & (crate::hot::SAMPLE_EVERY - 1) == 0 {
-                    router.sample(r.key);
-                }
+                router.sample(self.id, r.key);
             }
         }
         let ran = batch.len() as u64;

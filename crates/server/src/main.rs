@@ -142,8 +142,12 @@ fn main() -> anyhow::Result<()> {
             admin_listen: cli.admin_listen,
             tls,
             notls: settings.notls.clone(),
-            hot: (settings.hot_cache_bytes() > 0)
-                .then(|| std::sync::Arc::new(hkv_net::Router::new(settings.hot_cache_bytes()))),
+            hot: (settings.hot_cache_bytes() > 0).then(|| {
+                std::sync::Arc::new(hkv_net::Router::new(
+                    settings.hot_cache_bytes(),
+                    settings.threads,
+                ))
+            }),
             hot_epoch: std::time::Duration::from_millis(settings.hot_epoch_ms),
             ..NetConfig::default()
         },

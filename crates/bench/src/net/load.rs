@@ -36,6 +36,8 @@ pub struct Shape {
     pub keys: u64,
     pub pipeline: usize,
     pub multiget: usize,
+    /// GETs of ids below this are timed as hot too (0: none).
+    pub hot_keys: u64,
 }
 
 /// What a thread does.
@@ -65,6 +67,9 @@ pub struct Tally {
     pub errors: u64,
     /// Request latency in nanoseconds.
     pub hist: Histogram<u64>,
+    /// GET latency of hot and cold keys (with `Shape::hot_keys`).
+    pub hot_hist: Histogram<u64>,
+    pub cold_hist: Histogram<u64>,
 }
 
 impl Tally {
@@ -76,6 +81,8 @@ impl Tally {
             sets: 0,
             errors: 0,
             hist: Histogram::new_with_bounds(1_000, 60_000_000_000, 3).expect("static bounds"),
+            hot_hist: Histogram::new_with_bounds(1_000, 60_000_000_000, 3).expect("static bounds"),
+            cold_hist: Histogram::new_with_bounds(1_000, 60_000_000_000, 3).expect("static bounds"),
         }
     }
 
@@ -87,6 +94,8 @@ impl Tally {
         self.errors += o.errors;
         // Both were made by Tally::new with the same bounds.
         let _ = self.hist.add(&o.hist);
+        let _ = self.hot_hist.add(&o.hot_hist);
+        let _ = self.cold_hist.add(&o.cold_hist);
     }
 }
 
@@ -94,6 +103,8 @@ struct Pending {
     kind: Kind,
     keys: u32,
     t0: Instant,
+    /// Latency class with `Shape::hot_keys`: Some(true) hot, Some(false) cold.
+    class: Option<bool>,
 }
 
 struct Conn {
@@ -131,6 +142,7 @@ impl Gen {
                 kind: Kind::Set,
                 keys: 1,
                 t0,
+                class: None,
             });
             return true;
         }
@@ -142,10 +154,12 @@ impl Gen {
                 kind: Kind::Set,
                 keys: 1,
                 t0,
+                class: None,
             });
             return true;
         }
         write_key(id, &mut self.keybuf[..kl]);
+        let class = (s.hot_keys > 0).then_some(id < s.hot_keys);
         for j in 1..s.multiget {
             let id = self.chooser.next(&mut self.rng);
             write_key(id, &mut self.keybuf[j * kl..(j + 1) * kl]);
@@ -157,6 +171,7 @@ impl Gen {
                 kind: Kind::Get,
                 keys: s.multiget as u32,
                 t0,
+                class,
             });
         } else {
             for _ in 0..s.multiget {
@@ -164,6 +179,7 @@ impl Gen {
                     kind: Kind::Get,
                     keys: 1,
                     t0,
+                    class,
                 });
             }
         }
@@ -368,6 +384,11 @@ fn read_replies(
             tally.errors += outcome.error as u64;
             let ns = now.saturating_duration_since(done.t0).as_nanos() as u64;
             tally.hist.saturating_record(ns.max(1_000));
+            match done.class {
+                Some(true) => tally.hot_hist.saturating_record(ns.max(1_000)),
+                Some(false) => tally.cold_hist.saturating_record(ns.max(1_000)),
+                None => {}
+            }
         }
     }
     if c.head == c.inb.len() {

@@ -72,6 +72,10 @@ pub struct Args {
     /// Print JSON objects instead of text.
     #[arg(long)]
     pub json: bool,
+    /// GETs of the first N key ids (the most popular under Zipf) are also timed apart, as
+    /// hot, and the others as cold (the hot/cold split's latency classes). 0: not split.
+    #[arg(long, default_value_t = 0)]
+    pub hot_keys: u64,
 }
 
 impl Args {
@@ -108,6 +112,7 @@ impl Args {
             keys,
             pipeline: self.pipeline,
             multiget: self.multiget,
+            hot_keys: self.hot_keys,
         })
     }
 
@@ -149,6 +154,15 @@ pub struct RunResult {
     /// Latency CDF: (microseconds, fraction at or below), for plots.
     #[serde(skip)]
     pub cdf: Vec<(f64, f64)>,
+    /// With `--hot-keys`: GET latency of the hot and the cold keys (p50, p99) and CDFs.
+    pub hot_p50_us: f64,
+    pub hot_p99_us: f64,
+    pub cold_p50_us: f64,
+    pub cold_p99_us: f64,
+    #[serde(skip)]
+    pub hot_cdf: Vec<(f64, f64)>,
+    #[serde(skip)]
+    pub cold_cdf: Vec<(f64, f64)>,
 }
 
 impl RunResult {
@@ -254,16 +268,21 @@ pub fn measure(args: &Args, run: u64) -> anyhow::Result<RunResult> {
     bar.finish_and_clear();
     let us = |q: f64| tally.hist.value_at_quantile(q) as f64 / 1000.0;
     let ops_per_sec = tally.ops as f64 / args.duration;
-    let cdf = tally
-        .hist
-        .iter_quantiles(1)
-        .map(|v| {
-            (
-                v.value_iterated_to() as f64 / 1000.0,
-                v.quantile_iterated_to(),
-            )
-        })
-        .collect();
+    let cdf_of = |h: &hdrhistogram::Histogram<u64>| -> Vec<(f64, f64)> {
+        if h.is_empty() {
+            return Vec::new();
+        }
+        h.iter_quantiles(1)
+            .map(|v| {
+                (
+                    v.value_iterated_to() as f64 / 1000.0,
+                    v.quantile_iterated_to(),
+                )
+            })
+            .collect()
+    };
+    let q = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let cdf = cdf_of(&tally.hist);
     Ok(RunResult {
         protocol: args.protocol,
         workload: args.workload,
@@ -288,6 +307,12 @@ pub fn measure(args: &Args, run: u64) -> anyhow::Result<RunResult> {
         server_cpu_s: cpu,
         server_cpu_ns_per_op: cpu.map(|c| c * 1e9 / tally.ops.max(1) as f64),
         cdf,
+        hot_p50_us: q(&tally.hot_hist, 0.5),
+        hot_p99_us: q(&tally.hot_hist, 0.99),
+        cold_p50_us: q(&tally.cold_hist, 0.5),
+        cold_p99_us: q(&tally.cold_hist, 0.99),
+        hot_cdf: cdf_of(&tally.hot_hist),
+        cold_cdf: cdf_of(&tally.cold_hist),
     })
 }
 
