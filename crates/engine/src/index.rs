@@ -113,9 +113,12 @@ impl Index {
         let entries = self.live_stats().entries + incoming as u64;
         if entries as f64 <= GROW_LOAD * slots as f64 {
             Growth::NotNeeded
-        } else if buckets < MAX_BUCKETS
-            && arena.available() >= buckets as usize * 2 * 64 + page_size
-        {
+        } else if buckets < MAX_BUCKETS && {
+            // The new table comes from the bump, aligned as CpuIndex::new aligns it.
+            let bytes = buckets as usize * 2 * 64;
+            let align = hkv_mem::HUGE_PAGE.min(bytes.next_power_of_two());
+            arena.bump_available() >= bytes + align + page_size
+        } {
             Growth::Grow
         } else {
             Growth::NoRoom
@@ -139,10 +142,6 @@ impl Index {
         page_size: usize,
     ) -> Option<Vec<Location>> {
         let buckets = self.cpu.bucket_count().checked_mul(2)?;
-        let bytes = buckets as usize * 64;
-        if arena.available() < bytes + page_size {
-            return None;
-        }
         let table = CpuIndex::new(arena, buckets).ok()?;
         let old = std::mem::replace(&mut self.cpu, table);
         let s = old.stats();

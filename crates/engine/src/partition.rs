@@ -587,11 +587,7 @@ impl Partition {
             match self.index.growth(self.store.arena(), page, incoming) {
                 Growth::NotNeeded => break,
                 Growth::NoRoom => {
-                    // Memory is nearly spent and the table stays: from near its failure
-                    // point on, new items take CLOCK victims' chunks rather than more
-                    // memory, so the store, not the index, chooses what is evicted.
-                    let cap = (self.index.slots() as f64 * crate::index::CAP_LOAD) as u64;
-                    self.store.set_item_cap(Some(cap));
+                    self.cap_items();
                     break;
                 }
                 Growth::Grow => {
@@ -602,7 +598,10 @@ impl Partition {
                             self.store.set_item_cap(None);
                             grew = true;
                         }
-                        None => break,
+                        None => {
+                            self.cap_items();
+                            break;
+                        }
                     }
                 }
             }
@@ -615,6 +614,14 @@ impl Partition {
             );
             self.free_dropped();
         }
+    }
+
+    /// Memory is nearly spent and the table stays: from near its failure point on, new items
+    /// take CLOCK victims' chunks rather than more memory, so the store, not the index,
+    /// chooses what is evicted.
+    fn cap_items(&mut self) {
+        let cap = (self.index.slots() as f64 * crate::index::CAP_LOAD) as u64;
+        self.store.set_item_cap(Some(cap));
     }
 
     /// The index's size and load (`stats hkv`).

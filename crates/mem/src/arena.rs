@@ -38,6 +38,8 @@ pub struct Arena {
     /// out again by `carve` before the bump moves.
     spare: std::sync::Mutex<Vec<Carved>>,
     spare_bytes: AtomicUsize,
+    /// A memory file, held open with an exclusive lock for the arena's life.
+    _file: Option<std::fs::File>,
 }
 
 impl std::fmt::Debug for Arena {
@@ -60,6 +62,7 @@ impl Arena {
             adoptable: std::sync::atomic::AtomicBool::new(false),
             spare: std::sync::Mutex::new(Vec::new()),
             spare_bytes: AtomicUsize::new(0),
+            _file: None,
         })
     }
 
@@ -80,6 +83,14 @@ impl Arena {
             .truncate(false)
             .open(path)
             .map_err(err)?;
+        // Two servers on one file would hand out the same bytes twice.
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+            |e| {
+                err(std::io::Error::other(format!(
+                    "in use by another process ({e})"
+                )))
+            },
+        )?;
         if keep {
             let len = file.metadata().map_err(err)?.len();
             if len != limit as u64 {
@@ -101,6 +112,7 @@ impl Arena {
             adoptable: std::sync::atomic::AtomicBool::new(keep),
             spare: std::sync::Mutex::new(Vec::new()),
             spare_bytes: AtomicUsize::new(0),
+            _file: Some(file),
         })
     }
 
@@ -186,7 +198,12 @@ impl Arena {
     }
 
     pub fn available(&self) -> usize {
-        self.limit().saturating_sub(self.used()) + self.spare_bytes.load(Ordering::Relaxed)
+        self.bump_available() + self.spare_bytes.load(Ordering::Relaxed)
+    }
+
+    /// What the bump can still hand out in one piece (recycled pieces not counted).
+    pub fn bump_available(&self) -> usize {
+        self.limit().saturating_sub(self.used())
     }
 
     /// Gives a piece back for reuse, cut into `unit`-byte pieces aligned to 4096 (what the
@@ -375,6 +392,10 @@ mod tests {
             )
         };
         let arena = Arena::open_file(&path, 1 << 20, true).unwrap();
+        assert!(
+            Arena::open_file(&path, 1 << 20, false).is_err(),
+            "a second arena opened a locked memory file"
+        );
         let head = arena.carve(8192, 4096).unwrap();
         assert_eq!(arena.offset_of(&head), 0);
         let pieces = arena.adopt(&offsets, next).unwrap();
@@ -384,13 +405,17 @@ mod tests {
         let c = arena.carve(4096, 4096).unwrap();
         assert!(arena.offset_of(&c) >= next && c.iter().all(|&x| x == 0));
 
+        drop((arena, head, pieces, c));
+
         // Overlapping or stray ranges are refused; a file of another size is not kept.
         let arena = Arena::open_file(&path, 1 << 20, true).unwrap();
         let _head = arena.carve(8192, 4096).unwrap();
         assert!(arena.adopt(&[(8192, 4096), (10240, 4096)], next).is_err());
+        drop((arena, _head));
         let arena = Arena::open_file(&path, 1 << 20, true).unwrap();
         let _head = arena.carve(8192, 4096).unwrap();
         assert!(arena.adopt(&[(0, 4096)], next).is_err(), "under the index");
+        drop((arena, _head));
         assert!(Arena::open_file(&path, 2 << 20, true).is_err());
         // Not kept: emptied.
         let arena = Arena::open_file(&path, 1 << 20, false).unwrap();

@@ -104,6 +104,28 @@ fn sigusr1_then_the_same_flags_keep_every_item() {
     load(&h);
     let before = view(&h);
     assert!(before.contains("VALUE plain 1 5 "), "{before}");
+    // A second server on the same file would hand out the same memory twice: refused.
+    let second = std::process::Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args([
+            "-p",
+            "0",
+            "-l",
+            "127.0.0.1",
+            "-t",
+            "2",
+            "-m",
+            "32",
+            "-e",
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    assert!(
+        String::from_utf8_lossy(&second.stderr).contains("in use by another process"),
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
     let settings = h.connect().call("stats settings\r\n", "END\r\n");
     assert!(settings.contains(&format!("STAT memory_file {}\r\n", file.display())));
 
