@@ -44,7 +44,7 @@ pub struct NetConfig {
     /// transport is refused (docs/protocol.md).
     pub sasl: Option<Arc<SaslUsers>>,
     /// `-Y`: text protocol authentication from this `user:password` file.
-    pub authfile: Option<Arc<SaslUsers>>,
+    pub authfile: Option<Arc<crate::sasl::AuthFile>>,
     /// `--admin-listen`: the HTTP endpoint for `/metrics` (Prometheus); off when `None`.
     pub admin_listen: Option<SocketAddr>,
     /// `-X`: `stats cachedump` and `lru_crawler metadump` refused.

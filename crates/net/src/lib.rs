@@ -39,7 +39,7 @@ use stream::{Listener, Stream};
 pub use config::NetConfig;
 pub use counters::ServerStats;
 pub use hot::Router;
-pub use sasl::SaslUsers;
+pub use sasl::{AuthFile, SaslUsers};
 pub use tls::{Tls, TlsError, TlsSettings, VerifyMode};
 
 use shared::Shared;
@@ -216,6 +216,11 @@ impl Server {
     /// same). None without `-Z`.
     pub fn refresher(&self) -> Option<Arc<Tls>> {
         self.shared.config.tls.clone()
+    }
+
+    /// The `-Y` file, to read again on SIGHUP. None without `-Y`.
+    pub fn auth_file(&self) -> Option<Arc<AuthFile>> {
+        self.shared.config.authfile.clone()
     }
 
     /// A handle that stops the server from another thread (a signal handler's thread).

@@ -48,6 +48,40 @@ impl SaslUsers {
     }
 }
 
+/// memcached's `-Y` file: its users, read again on SIGHUP as memcached does (new
+/// authentications use the new list; connections already authenticated stay so).
+#[derive(Debug)]
+pub struct AuthFile {
+    path: std::path::PathBuf,
+    users: std::sync::RwLock<std::sync::Arc<SaslUsers>>,
+}
+
+impl AuthFile {
+    pub fn load(path: &std::path::Path) -> Result<AuthFile, String> {
+        Ok(AuthFile {
+            path: path.to_path_buf(),
+            users: std::sync::RwLock::new(std::sync::Arc::new(Self::read(path)?)),
+        })
+    }
+
+    fn read(path: &std::path::Path) -> Result<SaslUsers, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        SaslUsers::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Reads the file again; on an error the old users stay.
+    pub fn reload(&self) -> Result<(), String> {
+        let users = std::sync::Arc::new(Self::read(&self.path)?);
+        *self.users.write().unwrap_or_else(|e| e.into_inner()) = users;
+        Ok(())
+    }
+
+    pub fn current(&self) -> std::sync::Arc<SaslUsers> {
+        std::sync::Arc::clone(&self.users.read().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
 fn ct_eq(a: &[u8], b: &[u8]) -> bool {
     let mut diff = a.len() ^ b.len();
     for i in 0..a.len().max(b.len()) {

@@ -584,7 +584,8 @@ impl Worker {
         self.keys.reset();
         let keys = &self.keys;
         let sasl = self.shared.config.sasl.as_deref();
-        let authfile = self.shared.config.authfile.as_deref();
+        let authfile_users = self.shared.config.authfile.as_ref().map(|a| a.current());
+        let authfile = authfile_users.as_deref();
         let conns = &self.conns;
         let steps = &mut self.steps;
         let marks = &mut self.marks;

@@ -175,6 +175,7 @@ fn main() -> anyhow::Result<()> {
 
     let stopper = server.stopper();
     let certs = server.refresher();
+    let users = server.auth_file();
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
     std::thread::Builder::new()
@@ -182,13 +183,19 @@ fn main() -> anyhow::Result<()> {
         .spawn(move || {
             for sig in signals.forever() {
                 if sig == SIGHUP {
-                    // As `refresh_certs`: new connections get the files' certificate.
-                    match &certs {
-                        Some(tls) => match tls.refresh() {
+                    // memcached rereads its -Y file; hkv also reloads the TLS certificate,
+                    // as `refresh_certs` does (new connections get it).
+                    if let Some(tls) = &certs {
+                        match tls.refresh() {
                             Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
                             Err(e) => tracing::error!(error = %e, "SIGHUP: TLS certificate not reloaded; the old one stays"),
-                        },
-                        None => tracing::info!("SIGHUP: nothing to reload"),
+                        }
+                    }
+                    if let Some(a) = &users {
+                        match a.reload() {
+                            Ok(()) => tracing::info!("SIGHUP: -Y auth file reloaded"),
+                            Err(e) => tracing::error!(error = %e, "SIGHUP: -Y auth file not reloaded; the old users stay"),
+                        }
                     }
                     continue;
                 }
@@ -240,16 +247,15 @@ fn drop_privileges(user: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `-Y`: the users of the text protocol's authentication.
-fn auth_file(cli: &Cli) -> anyhow::Result<Option<std::sync::Arc<hkv_net::SaslUsers>>> {
+/// `-Y`: the users of the text protocol's authentication (the path made absolute, since
+/// SIGHUP reads it again after -d has changed directory).
+fn auth_file(cli: &Cli) -> anyhow::Result<Option<std::sync::Arc<hkv_net::AuthFile>>> {
     let Some(path) = &cli.auth_file else {
         return Ok(None);
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    let users =
-        hkv_net::SaslUsers::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(Some(std::sync::Arc::new(users)))
+    let path = std::path::absolute(path)?;
+    let file = hkv_net::AuthFile::load(&path).map_err(|e| anyhow::anyhow!(e))?;
+    Ok(Some(std::sync::Arc::new(file)))
 }
 
 /// `-S`: the users from `--sasl-pwdb FILE`, else from the file `MEMCACHED_SASL_PWDB` names

@@ -76,3 +76,46 @@ fn a_bad_authfile_is_refused_at_start() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not user:password"));
     let _ = std::fs::remove_file(p);
 }
+
+#[test]
+fn sighup_rereads_the_authfile_as_memcached_does() {
+    let f = std::env::temp_dir().join(format!("hkv-authfile-hup-{}", std::process::id()));
+    std::fs::write(&f, "alice:secret\n").unwrap();
+    let h = Hkv::start(&["-Y", f.to_str().unwrap()]);
+    let mut old = h.connect();
+    old.expect("set a 0 0 12\r\nalice secret\r\n", "STORED\r\n");
+    std::fs::write(&f, "carol:pw\n").unwrap();
+    std::process::Command::new("kill")
+        .args(["-HUP", &h.pid().to_string()])
+        .status()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = h.connect();
+        c.send(b"set a 0 0 8\r\ncarol pw\r\n");
+        if c.read_until(b"\r\n") == "STORED\r\n" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SIGHUP did not reload the file"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    h.connect().expect(
+        "set a 0 0 12\r\nalice secret\r\n",
+        "CLIENT_ERROR authentication failure\r\n",
+    );
+    // A connection authenticated before the reload stays so.
+    old.expect("get nothing\r\n", "END\r\n");
+    // A broken file keeps the users in force.
+    std::fs::write(&f, "no colon here\n").unwrap();
+    std::process::Command::new("kill")
+        .args(["-HUP", &h.pid().to_string()])
+        .status()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    h.connect()
+        .expect("set a 0 0 8\r\ncarol pw\r\n", "STORED\r\n");
+    let _ = std::fs::remove_file(&f);
+}
