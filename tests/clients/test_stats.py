@@ -26,9 +26,8 @@ NOT_REPORTED = {
         "lru_segmented", "hot_lru_pct", "warm_lru_pct", "hot_max_factor", "warm_max_factor", "temp_lru",
         "temporary_ttl", "watcher_logbuf_size", "worker_logbuf_size", "ext_item_size", "ext_item_age",
         "ext_low_ttl", "ext_recache_rate", "ext_wbuf_size", "ext_compact_under", "ext_drop_under",
-        "ext_max_sleep", "ext_max_frag", "slab_automove_freeratio", "ext_drop_unread", "ssl_chain_cert",
-        "ssl_key", "ssl_verify_mode", "ssl_keyformat", "ssl_ciphers", "ssl_ca_cert", "ssl_wbuf_size",
-        "ssl_session_cache", "ssl_kernel_tls", "ssl_min_version", "num_napi_ids", "memory_file",
+        "ext_max_sleep", "ext_max_frag", "slab_automove_freeratio", "ext_drop_unread",
+        "num_napi_ids",
     },
     "slabs": set(),
     "items": {

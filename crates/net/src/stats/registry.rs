@@ -197,14 +197,18 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "read_buf_mem_limit", Setting, "--conn-buffer-mb in bytes: all connections' buffers together", |s| Val::U(s.shared.config.conn_buffer_limit as u64);
     "track_sizes", Setting, "stats sizes (not tracked)", |_| Val::Str("no");
     "inline_ascii_response", Setting, "memcached 1.6 default", |_| Val::Str("no");
-    "memory_file", Setting, "-e: the warm-restart memory file", |s| Val::S(s.shared.engine.memory_file().map_or("NULL".into(), |p| p.display().to_string()));
+    "memory_file", Setting, "-e: the warm-restart memory file", |s| Val::S(s.shared.engine.memory_file().map_or("(null)".into(), |p| p.display().to_string()));
     "ssl_enabled", Setting, "-Z", |s| Val::Str(if s.shared.config.tls.is_some() { "yes" } else { "no" });
-    "ssl_chain_cert", Setting, "-o ssl_chain_cert", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().chain_cert.display().to_string()));
-    "ssl_key", Setting, "-o ssl_key", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().key.as_ref().map_or("NULL".into(), |k| k.display().to_string())));
-    "ssl_verify_mode", Setting, "-o ssl_verify_mode", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(u64::from(t.settings().verify_mode.number())));
-    "ssl_ca_cert", Setting, "-o ssl_ca_cert", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::S(t.settings().ca_cert.as_ref().map_or("NULL".into(), |k| k.display().to_string())));
-    "ssl_wbuf_size", Setting, "-o ssl_wbuf_size in bytes", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(t.settings().wbuf_bytes as u64));
-    "ssl_min_version", Setting, "-o ssl_min_version", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::Str(if t.settings().tls13_only { "tlsv1.3" } else { "tlsv1.2" }));
+    "ssl_chain_cert", Setting, "-o ssl_chain_cert", |s| Val::S(s.shared.config.tls.as_ref().map_or("(null)".into(), |t| t.settings().chain_cert.display().to_string()));
+    "ssl_key", Setting, "-o ssl_key (null: in the chain file, or no TLS)", |s| Val::S(s.shared.config.tls.as_ref().and_then(|t| t.settings().key.as_ref()).map_or("(null)".into(), |k| k.display().to_string()));
+    "ssl_verify_mode", Setting, "-o ssl_verify_mode", |s| Val::U(s.shared.config.tls.as_ref().map_or(0, |t| u64::from(t.settings().verify_mode.number())));
+    "ssl_keyformat", Setting, "key format: 1, PEM (the only one read)", |_| Val::U(1);
+    "ssl_ciphers", Setting, "-o ssl_ciphers (not used: rustls offers its safe suites)", |_| Val::Str("NULL");
+    "ssl_ca_cert", Setting, "-o ssl_ca_cert", |s| Val::S(s.shared.config.tls.as_ref().and_then(|t| t.settings().ca_cert.as_ref()).map_or("NULL".into(), |k| k.display().to_string()));
+    "ssl_wbuf_size", Setting, "-o ssl_wbuf_size in bytes", |s| Val::U(s.shared.config.tls.as_ref().map_or(16 << 10, |t| t.settings().wbuf_bytes as u64));
+    "ssl_session_cache", Setting, "TLS sessions resumed from rustls's own cache", |s| Val::Str(if s.shared.config.tls.is_some() { "yes" } else { "no" });
+    "ssl_kernel_tls", Setting, "kernel TLS offload (not used)", |_| Val::Str("no");
+    "ssl_min_version", Setting, "-o ssl_min_version", |s| Val::Str(if s.shared.config.tls.as_ref().is_some_and(|t| t.settings().tls13_only) { "tlsv1.3" } else { "tlsv1.2" });
 ];
 
 /// `stats hkv`: the engine's own figures.
