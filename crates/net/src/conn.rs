@@ -39,6 +39,8 @@ pub(crate) struct Conn {
     pub accounted: usize,
     /// Passed SASL authentication (meaningful with `-S` only).
     pub authed: bool,
+    /// Its entry in `stats conns`, and the Unix time of its last input there.
+    pub registered: Option<(usize, std::sync::Arc<std::sync::atomic::AtomicU64>)>,
 }
 
 impl Conn {
@@ -62,6 +64,7 @@ impl Conn {
             scanned: 0,
             accounted: 0,
             authed: false,
+            registered: None,
         }
     }
 

@@ -123,6 +123,9 @@ impl Server {
             graceful: AtomicBool::new(false),
             wakers: std::sync::OnceLock::new(),
             started: std::time::Instant::now(),
+            conns: Default::default(),
+            listeners: listeners.iter().map(Listener::describe).collect(),
+            detail: Default::default(),
         });
         let mut handles = Vec::new();
         let mut wakers = Vec::new();

@@ -23,6 +23,11 @@ pub(crate) struct Shared {
     /// Every thread's waker, so any thread can stop the server.
     pub wakers: std::sync::OnceLock<Vec<Arc<Waker>>>,
     pub started: std::time::Instant,
+    /// `stats conns`: the client connections, and the listening sockets (fd, address).
+    pub conns: crate::stats::conns::ConnRegistry,
+    pub listeners: Vec<(i32, String)>,
+    /// `stats detail`.
+    pub detail: crate::stats::detail::PrefixStats,
 }
 
 impl Shared {

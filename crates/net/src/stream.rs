@@ -19,6 +19,37 @@ pub(crate) enum Stream {
 }
 
 impl Stream {
+    /// `stats conns`: the descriptor, the peer's address and the address it connected to,
+    /// in memcached's words (`tcp:IP:PORT`, `tcp6:[IP]:PORT`, `unix:PATH`).
+    pub fn describe(&self) -> (i32, String, String) {
+        use std::os::fd::AsRawFd;
+        let tcp = |s: &TcpStream| {
+            (
+                s.as_raw_fd(),
+                s.peer_addr()
+                    .map_or_else(|_| "tcp:?".into(), |a| tcp_name(&a)),
+                s.local_addr()
+                    .map_or_else(|_| "tcp:?".into(), |a| tcp_name(&a)),
+            )
+        };
+        match self {
+            Stream::Tcp(s) => tcp(s),
+            Stream::Tls(s) => tcp(s.socket_ref()),
+            Stream::Unix(s) => {
+                let path = s
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .unwrap_or_default();
+                (
+                    s.as_raw_fd(),
+                    format!("unix:{path}"),
+                    format!("unix:{path}"),
+                )
+            }
+        }
+    }
+
     /// Output is held below the socket (TLS records not yet sent): wait for writability
     /// even when the connection's own buffer is empty.
     pub fn wants_write(&self) -> bool {
@@ -83,6 +114,13 @@ impl Source for Stream {
     }
 }
 
+fn tcp_name(a: &std::net::SocketAddr) -> String {
+    match a {
+        std::net::SocketAddr::V4(_) => format!("tcp:{a}"),
+        std::net::SocketAddr::V6(_) => format!("tcp6:{a}"),
+    }
+}
+
 /// A listening socket of either kind.
 pub(crate) enum Listener {
     /// With the TLS configuration its connections use (`-Z`), or plain.
@@ -91,6 +129,26 @@ pub(crate) enum Listener {
 }
 
 impl Listener {
+    /// `stats conns`: (descriptor, address) of a listening socket.
+    pub fn describe(&self) -> (i32, String) {
+        use std::os::fd::AsRawFd;
+        match self {
+            Listener::Tcp(l, _) => (
+                l.as_raw_fd(),
+                l.local_addr()
+                    .map_or_else(|_| "tcp:?".into(), |a| tcp_name(&a)),
+            ),
+            Listener::Unix(l) => {
+                let path = l
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .unwrap_or_default();
+                (l.as_raw_fd(), format!("unix:{path}"))
+            }
+        }
+    }
+
     /// Accepts one connection; TCP ones without Nagle (replies are written whole).
     pub fn accept(&self) -> io::Result<(Stream, String)> {
         match self {

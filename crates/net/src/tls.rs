@@ -216,6 +216,10 @@ impl TlsStream {
         &mut self.sock
     }
 
+    pub fn socket_ref(&self) -> &TcpStream {
+        &self.sock
+    }
+
     /// Encrypted bytes wait for the socket.
     pub fn wants_write(&self) -> bool {
         self.conn.wants_write()

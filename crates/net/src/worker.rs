@@ -83,6 +83,11 @@ impl Drop for Worker {
             gone += 1;
         }
         let bytes: usize = self.conns.iter().map(|(_, c)| c.accounted).sum();
+        for (_, c) in self.conns.iter_mut() {
+            if let Some((key, _)) = c.registered.take() {
+                self.shared.conns.remove(key);
+            }
+        }
         self.shared
             .stats
             .conn_buffer_bytes
@@ -305,13 +310,22 @@ impl Worker {
         while let Ok(stream) = self.incoming.try_recv() {
             let entry = self.conns.vacant_entry();
             let token = entry.key();
+            let (fd, addr, listen) = stream.describe();
             let mut conn = Conn::new(stream);
+            conn.registered = Some(
+                self.shared
+                    .conns
+                    .add(fd, addr, listen, u64::from(unix_now())),
+            );
             if self
                 .poll
                 .registry()
                 .register(&mut conn.stream, Token(token), Interest::READABLE)
                 .is_err()
             {
+                if let Some((key, _)) = conn.registered.take() {
+                    self.shared.conns.remove(key);
+                }
                 self.shared
                     .stats
                     .curr_connections
@@ -327,6 +341,9 @@ impl Worker {
     fn close(&mut self, token: usize) {
         if self.conns.contains(token) {
             let mut c = self.conns.remove(token);
+            if let Some((key, _)) = c.registered.take() {
+                self.shared.conns.remove(key);
+            }
             self.shared
                 .stats
                 .conn_buffer_bytes
@@ -711,6 +728,28 @@ impl Worker {
                 .batched_requests
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
         }
+        if self.shared.detail.enabled() {
+            use crate::stats::detail::Event;
+            let results = &self.responses.results;
+            self.shared
+                .detail
+                .record(batch.iter().zip(results.iter()).filter_map(|(r, res)| {
+                    let ev = match r.op {
+                        hkv_engine::Op::Get | hkv_engine::Op::Gets => Event::Get {
+                            hit: matches!(res, hkv_engine::Response::Value { .. }),
+                        },
+                        hkv_engine::Op::Set
+                        | hkv_engine::Op::Add
+                        | hkv_engine::Op::Replace
+                        | hkv_engine::Op::Append
+                        | hkv_engine::Op::Prepend
+                        | hkv_engine::Op::Cas => Event::Set,
+                        hkv_engine::Op::Delete => Event::Delete,
+                        _ => return None,
+                    };
+                    Some((r.key, ev))
+                }));
+        }
         drop(batch);
         t0 = TaskTimes::add(&tasks.engine, t0);
         let mut stop = false;
@@ -843,6 +882,9 @@ fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
             Ok(n) => {
                 c.rend += n;
                 c.last_active = Instant::now();
+                if let Some((_, t)) = &c.registered {
+                    t.store(u64::from(unix_now()), Ordering::Relaxed);
+                }
                 shared
                     .stats
                     .bytes_read

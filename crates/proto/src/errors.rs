@@ -54,6 +54,7 @@ pub mod meta {
 pub mod admin {
     pub const SHUTDOWN_DISABLED: &str = "ERROR: shutdown not enabled";
     pub const SHUTDOWN_BAD_MODE: &str = "CLIENT_ERROR invalid shutdown mode";
+    pub const DETAIL_USAGE: &str = "CLIENT_ERROR usage: stats detail on|off|dump";
     pub const MEMLIMIT_TOO_SMALL: &str = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
     pub const BAD_CLASS_ID: &str = "BADCLASS invalid class id";
     /// With `-X`.

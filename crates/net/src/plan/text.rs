@@ -239,7 +239,13 @@ fn plan_command<'a>(
         }
         Command::RefreshCerts => steps.push(Step::RefreshCerts),
         Command::Stats { args } => {
+            // `stats detail on|off` changes what the requests after it count: they wait for
+            // the next pass, which runs once this one has answered it.
+            let detail = args.first() == Some(&&b"detail"[..]);
             steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
+            if detail {
+                return true;
+            }
         }
         Command::CacheMemlimit { megabytes, noreply } => {
             steps.push(Step::MemLimit { megabytes, noreply });

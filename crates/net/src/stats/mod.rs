@@ -1,6 +1,8 @@
 //! Server-side counters (engine counters come from the engine), the registry that names
 //! every stat once ([`registry`]), and its text and binary emitters.
 
+pub(crate) mod conns;
+pub(crate) mod detail;
 pub(crate) mod prometheus;
 mod registry;
 

@@ -176,8 +176,8 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "chunk_size", Setting, "key and value bytes of the smallest chunk", |_| Val::U((hkv_engine::chunk_sizes(1.25, 1 << 20)[0] - hkv_engine::ITEM_HEADER_BYTES) as u64);
     "num_threads", Setting, "-t", |s| Val::U(s.shared.config.threads as u64);
     "num_threads_per_udp", Setting, "workers reading the UDP socket", |s| Val::U(s.shared.config.threads as u64);
-    "stat_key_prefix", Setting, "-D (stats detail is not supported)", |_| Val::Str(":");
-    "detail_enabled", Setting, "stats detail (not supported)", |_| Val::Str("no");
+    "stat_key_prefix", Setting, "the prefix delimiter of stats detail (fixed)", |_| Val::Str(":");
+    "detail_enabled", Setting, "stats detail on|off", |s| Val::Str(if s.shared.detail.enabled() { "yes" } else { "no" });
     "reqs_per_event", Setting, "requests taken from one connection per pass", |_| Val::U(crate::plan::MAX_REQUESTS_PER_CONN_PASS as u64);
     "cas_enabled", Setting, "CAS is always on", |_| Val::Str("yes");
     "binding_protocol", Setting, "-B: text and binary are told apart per connection", |_| Val::Str("auto-negotiate");
@@ -433,6 +433,25 @@ pub(crate) fn stats_reply(
             ))
         }
         Some(b"cachedump") => return cachedump(&args[1..], shared, now),
+        Some(b"detail") => {
+            return match args.get(1).map(|a| a.as_slice()) {
+                Some(b"on") => {
+                    shared.detail.set_enabled(true);
+                    Ok(StatsReply::Raw(b"OK\r\n".to_vec()))
+                }
+                Some(b"off") => {
+                    shared.detail.set_enabled(false);
+                    Ok(StatsReply::Raw(b"OK\r\n".to_vec()))
+                }
+                Some(b"dump") => Ok(StatsReply::Raw(shared.detail.dump())),
+                _ => Err(StatsError::Line(hkv_proto::errors::admin::DETAIL_USAGE)),
+            };
+        }
+        Some(b"conns") => {
+            let now = u64::from(now);
+            let started = now.saturating_sub(shared.started.elapsed().as_secs());
+            shared.conns.pairs(&shared.listeners, started, now)
+        }
         Some(_) => return Err(StatsError::Unknown),
     }))
 }

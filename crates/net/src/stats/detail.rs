@@ -1,0 +1,115 @@
+//! `stats detail on|off|dump` (memcached's per-prefix statistics): with it on, every GET,
+//! storage command and delete of a key with a `:` in it counts against the key's prefix.
+//! Bounded whatever clients send: at most [`MAX_PREFIXES`] prefixes are tracked (later new
+//! ones are not counted), each at most a key long.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+/// Prefixes tracked at most (about 300 bytes each at worst: under 3 MB).
+pub(crate) const MAX_PREFIXES: usize = 10_000;
+const DELIMITER: u8 = b':';
+
+/// What one request does to its prefix's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    Get { hit: bool },
+    Set,
+    Delete,
+}
+
+#[derive(Default)]
+pub(crate) struct PrefixStats {
+    on: AtomicBool,
+    /// prefix -> (creation order, [get, hit, set, del]).
+    table: Mutex<HashMap<Vec<u8>, (u64, [u64; 4])>>,
+}
+
+impl PrefixStats {
+    pub fn enabled(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+
+    pub fn set_enabled(&self, on: bool) {
+        self.on.store(on, Ordering::Relaxed);
+    }
+
+    /// Counts `events` (key, event) under their prefixes; keys without the delimiter are not
+    /// counted, as in memcached.
+    pub fn record<'k>(&self, events: impl Iterator<Item = (&'k [u8], Event)>) {
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        for (key, ev) in events {
+            let Some(end) = key.iter().position(|&b| b == DELIMITER) else {
+                continue;
+            };
+            let prefix = &key[..end];
+            let next = table.len() as u64;
+            if !table.contains_key(prefix) {
+                if table.len() >= MAX_PREFIXES {
+                    continue;
+                }
+                table.insert(prefix.to_vec(), (next, [0; 4]));
+            }
+            let Some(entry) = table.get_mut(prefix) else {
+                continue;
+            };
+            let c = &mut entry.1;
+            match ev {
+                Event::Get { hit } => {
+                    c[0] += 1;
+                    c[1] += u64::from(hit);
+                }
+                Event::Set => c[2] += 1,
+                Event::Delete => c[3] += 1,
+            }
+        }
+    }
+
+    /// memcached's dump: one `PREFIX` line per prefix, newest first, then `END`.
+    pub fn dump(&self) -> Vec<u8> {
+        let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rows: Vec<(&Vec<u8>, &(u64, [u64; 4]))> = table.iter().collect();
+        rows.sort_by_key(|(_, (order, _))| std::cmp::Reverse(*order));
+        let mut out = Vec::new();
+        for (prefix, (_, c)) in rows {
+            out.extend_from_slice(b"PREFIX ");
+            out.extend_from_slice(prefix);
+            out.extend_from_slice(
+                format!(" get {} hit {} set {} del {}\r\n", c[0], c[1], c[2], c[3]).as_bytes(),
+            );
+        }
+        out.extend_from_slice(b"END\r\n");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_prefix_newest_first_and_stays_bounded() {
+        let s = PrefixStats::default();
+        s.record(
+            [
+                (&b"a:1"[..], Event::Set),
+                (b"a:1", Event::Get { hit: true }),
+                (b"a:2", Event::Get { hit: false }),
+                (b"nodelim", Event::Get { hit: true }),
+                (b"a:1", Event::Delete),
+                (b"b:x", Event::Set),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            s.dump(),
+            b"PREFIX b get 0 hit 0 set 1 del 0\r\nPREFIX a get 2 hit 1 set 1 del 1\r\nEND\r\n"
+        );
+        let keys: Vec<Vec<u8>> = (0..MAX_PREFIXES + 50)
+            .map(|i| format!("p{i}:k").into_bytes())
+            .collect();
+        s.record(keys.iter().map(|k| (&k[..], Event::Set)));
+        assert_eq!(s.table.lock().unwrap().len(), MAX_PREFIXES);
+    }
+}
