@@ -19,11 +19,13 @@ pub(crate) enum Event {
     Delete,
 }
 
+/// A prefix's creation order and its get, hit, set and del counts.
+type Counts = (u64, [u64; 4]);
+
 #[derive(Default)]
 pub(crate) struct PrefixStats {
     on: AtomicBool,
-    /// prefix -> (creation order, [get, hit, set, del]).
-    table: Mutex<HashMap<Vec<u8>, (u64, [u64; 4])>>,
+    table: Mutex<HashMap<Vec<u8>, Counts>>,
 }
 
 impl PrefixStats {
@@ -69,7 +71,7 @@ impl PrefixStats {
     /// memcached's dump: one `PREFIX` line per prefix, newest first, then `END`.
     pub fn dump(&self) -> Vec<u8> {
         let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
-        let mut rows: Vec<(&Vec<u8>, &(u64, [u64; 4]))> = table.iter().collect();
+        let mut rows: Vec<(&Vec<u8>, &Counts)> = table.iter().collect();
         rows.sort_by_key(|(_, (order, _))| std::cmp::Reverse(*order));
         let mut out = Vec::new();
         for (prefix, (_, c)) in rows {
