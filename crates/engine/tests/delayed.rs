@@ -3,29 +3,14 @@
 //! answers for its key. On the CPU backend and, where an OpenCL device exists (PoCL in CI), on
 //! the device backend.
 
+mod common;
+
+use common::backends;
+
 use hkv_engine::{Backend, Engine, EngineConfig, Request, Response, Responses, ScheduleConfig};
 use hkv_index::{hash_key, NO_LOCATION};
 
 const NOW: u32 = 1_700_000_000;
-
-fn backends() -> Vec<Backend> {
-    if std::env::var_os("POCL_CACHE_DIR").is_none() {
-        let dir = std::env::temp_dir().join("hkv-pocl-cache");
-        let _ = std::fs::create_dir_all(&dir);
-        std::env::set_var("POCL_CACHE_DIR", dir);
-    }
-    let mut b = vec![Backend::Cpu];
-    if !hkv_index::opencl::devices().is_empty() {
-        b.push(Backend::OpenCl(None));
-    } else {
-        assert_ne!(
-            std::env::var("HKV_REQUIRE_OPENCL").as_deref(),
-            Ok("1"),
-            "HKV_REQUIRE_OPENCL=1 but no OpenCL device"
-        );
-    }
-    b
-}
 
 /// An engine whose batches are periodic (C >= 100 us), so index writes wait n batches.
 fn engine(backend: Backend, memory_bytes: usize) -> Engine {

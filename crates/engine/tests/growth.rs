@@ -3,22 +3,13 @@
 //! lost to the index while memory is left; the first loss is a CLOCK eviction of a full
 //! store.
 
-use hkv_engine::{Backend, Engine, EngineConfig, Request, Response, Responses, ScheduleConfig};
+mod common;
+
+use common::backends;
+
+use hkv_engine::{Engine, EngineConfig, Request, Response, Responses, ScheduleConfig};
 
 const NOW: u32 = 1_700_000_000;
-
-fn backends() -> Vec<Backend> {
-    if std::env::var_os("POCL_CACHE_DIR").is_none() {
-        let dir = std::env::temp_dir().join("hkv-pocl-cache");
-        let _ = std::fs::create_dir_all(&dir);
-        std::env::set_var("POCL_CACHE_DIR", dir);
-    }
-    let mut b = vec![Backend::Cpu];
-    if !hkv_index::opencl::devices().is_empty() {
-        b.push(Backend::OpenCl(None));
-    }
-    b
-}
 
 fn keys(from: usize, n: usize) -> Vec<Vec<u8>> {
     (from..from + n)

@@ -3,6 +3,10 @@
 //! on the CPU and (where PoCL is installed) the OpenCL backend; anything that does not match
 //! starts empty.
 
+mod common;
+
+use common::backends;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -10,19 +14,6 @@ use hkv_engine::warm::{meta_path, take_image, MemoryFile};
 use hkv_engine::{Backend, Engine, EngineConfig, Op, Request, Response, Responses, ScheduleConfig};
 
 const NOW: u32 = 1_700_000_000;
-
-fn backends() -> Vec<Backend> {
-    if std::env::var_os("POCL_CACHE_DIR").is_none() {
-        let dir = std::env::temp_dir().join("hkv-pocl-cache");
-        let _ = std::fs::create_dir_all(&dir);
-        std::env::set_var("POCL_CACHE_DIR", dir);
-    }
-    let mut b = vec![Backend::Cpu];
-    if !hkv_index::opencl::devices().is_empty() {
-        b.push(Backend::OpenCl(None));
-    }
-    b
-}
 
 fn file(tag: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("hkv-warm-{tag}-{}", std::process::id()));

@@ -21,6 +21,8 @@ use crate::sasl::Gate;
 use crate::shared::Shared;
 use crate::step::Step;
 
+mod express;
+
 pub(crate) const WAKE: Token = Token(usize::MAX);
 const UDP: Token = Token(usize::MAX - 1);
 /// Datagrams taken per pass; more wait for the next pass.
@@ -356,62 +358,6 @@ impl Worker {
                 .stats
                 .curr_connections
                 .fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    /// The router holds some keys hot.
-    fn hot_path_on(&self) -> bool {
-        self.shared
-            .config
-            .hot
-            .as_ref()
-            .is_some_and(|r| r.current().bins > 0)
-    }
-
-    /// The hot path (docs/hotcold.md): reads every ready connection and answers, from each,
-    /// the run of reads of hot keys its unanswered input starts with, as one engine batch
-    /// run at once; everything from a connection's first other request on waits for the
-    /// batch. A connection's replies therefore stay in its request order.
-    fn express(&mut self, ready: &[usize]) {
-        let Some(router) = self.shared.config.hot.clone() else {
-            return;
-        };
-        let hot = router.current();
-        if hot.bins == 0 {
-            return;
-        }
-        let read_cap = self.read_cap();
-        let limit = self.shared.config.conn_buffer_limit;
-        let high_water = self.shared.config.output_high_water;
-        let mut any = false;
-        for &t in ready {
-            let over = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
-            if let Some(c) = self.conns.get_mut(t) {
-                if over || c.pending_output() >= high_water || c.close_after_write {
-                    continue;
-                }
-                rv_receive(c, read_cap, &self.shared);
-                account(c, &self.shared);
-                any |= c.unparsed() > 0;
-            }
-        }
-        if !any {
-            return;
-        }
-        let answered = self.process_with(ready, Some(&hot));
-        if answered == 0 {
-            return;
-        }
-        router.hot_gets.fetch_add(answered, Ordering::Relaxed);
-        router.express_passes.fetch_add(1, Ordering::Relaxed);
-        for &t in ready {
-            if let Some(c) = self.conns.get_mut(t) {
-                if sd_send(c, &self.shared).is_err() {
-                    c.read_closed = true;
-                    c.close_after_write = true;
-                    c.wpos = c.wbuf.len();
-                }
-            }
         }
     }
 

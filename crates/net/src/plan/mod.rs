@@ -112,6 +112,36 @@ pub(crate) struct InputEnd {
     pub scanned: usize,
 }
 
+/// Where one command's planning began, to take it back whole (it waits for a later pass, or
+/// for the ordinary pass after the hot path).
+#[derive(Clone, Copy)]
+struct Undo {
+    batch: usize,
+    steps: usize,
+    marks: usize,
+    pos: usize,
+    swallow: usize,
+}
+
+impl Undo {
+    fn undo(
+        self,
+        batch: &mut Vec<Request<'_>>,
+        steps: &mut Vec<Step>,
+        marks: &mut Vec<ReadMark>,
+        end: &mut InputEnd,
+    ) {
+        batch.truncate(self.batch);
+        steps.truncate(self.steps);
+        marks.truncate(self.marks);
+        end.pos = self.pos;
+        end.swallow = self.swallow;
+        end.close = false;
+        end.cont = None;
+        end.more = true;
+    }
+}
+
 /// Per-connection state of one planning run.
 struct Client {
     keys_before: usize,
@@ -185,7 +215,7 @@ pub(crate) fn pp_plan_input<'a>(
     let mut count = 0;
     // With `only`: where the get line being planned key by key began (batch, steps, marks,
     // input position, swallow), to undo it if any of its keys is refused.
-    let mut line_start: Option<(usize, usize, usize, usize, usize)> = None;
+    let mut line_start: Option<Undo> = None;
     loop {
         if let Some(cont) = end.cont {
             let done = plan_get_keys(
@@ -198,15 +228,9 @@ pub(crate) fn pp_plan_input<'a>(
                 steps,
                 marks,
             );
-            if let (Some((b0, s0, m0, p0, w0)), Some(accept)) = (line_start.take(), only) {
-                if !done || !batch[b0..].iter().all(accept) {
-                    batch.truncate(b0);
-                    steps.truncate(s0);
-                    marks.truncate(m0);
-                    end.pos = p0;
-                    end.swallow = w0;
-                    end.cont = None;
-                    end.more = true;
+            if let (Some(undo), Some(accept)) = (line_start.take(), only) {
+                if !done || !batch[undo.batch..].iter().all(accept) {
+                    undo.undo(batch, steps, marks, &mut end);
                     break;
                 }
             }
@@ -237,6 +261,13 @@ pub(crate) fn pp_plan_input<'a>(
         }
         count += 1;
         let (b0, s0, m0, p0, w0) = (batch.len(), steps.len(), marks.len(), end.pos, end.swallow);
+        let undo = Undo {
+            batch: b0,
+            steps: s0,
+            marks: m0,
+            pos: p0,
+            swallow: w0,
+        };
         let first = client.planned_nothing(b0, s0);
         // memcached decides the protocol from a connection's first byte.
         let binary = *end
@@ -263,17 +294,10 @@ pub(crate) fn pp_plan_input<'a>(
             let whole = end.cont.is_none() && !end.close && end.swallow == w0;
             if get_line {
                 // Its keys are planned next, at the top of the loop, and checked there.
-                line_start = Some((b0, s0, m0, p0, w0));
+                line_start = Some(undo);
             } else if new.is_empty() || !whole || !new.iter().all(accept) {
                 // Not for this run: left for the ordinary pass, parsed again there.
-                batch.truncate(b0);
-                steps.truncate(s0);
-                marks.truncate(m0);
-                end.pos = p0;
-                end.swallow = w0;
-                end.close = false;
-                end.cont = None;
-                end.more = true;
+                undo.undo(batch, steps, marks, &mut end);
                 break;
             }
         }
@@ -288,13 +312,7 @@ pub(crate) fn pp_plan_input<'a>(
             let values = new.iter().filter(|r| returns_value(r)).count();
             if !client.charge(pass, client.open_reads + values, first) {
                 // Not this pass: the command is parsed again next time.
-                batch.truncate(b0);
-                steps.truncate(s0);
-                marks.truncate(m0);
-                end.pos = p0;
-                end.swallow = w0;
-                end.close = false;
-                end.more = true;
+                undo.undo(batch, steps, marks, &mut end);
                 break;
             }
             for r in new {
