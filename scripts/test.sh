@@ -66,6 +66,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "unit, integration and property tests"
 cargo test --workspace --locked 2>&1 | tee -a "$results"
 
+step "server integration tests again on the epoll loop (the run above used --io auto)"
+# Both event loops must pass everything (docs/network.md); HKV_IO is --io's default.
+HKV_IO=epoll cargo test -p hkv-server --tests --locked 2>&1 | tee -a "$results"
+
 step "unsafe code under Miri"
 # The arena is the one place with unsafe code; Miri checks its carving and slice handling.
 if rustup +nightly component add miri rust-src >/dev/null 2>&1; then

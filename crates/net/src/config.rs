@@ -57,6 +57,37 @@ pub struct NetConfig {
     pub hot: Option<Arc<crate::hot::Router>>,
     /// How often the router is retrained (`--hot-epoch-ms`).
     pub hot_epoch: std::time::Duration,
+    /// `--io`: which event loop the workers run (docs/network.md).
+    pub io: IoMode,
+    /// `--busy-poll-us`: the longest a worker polls without sleeping once it runs out of
+    /// work (adaptive below that; zero: never).
+    pub busy_poll: std::time::Duration,
+}
+
+/// The workers' event loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum IoMode {
+    /// io_uring where the kernel offers what hkv needs, epoll otherwise.
+    #[default]
+    Auto,
+    /// io_uring or refuse to start.
+    Uring,
+    /// epoll (mio): readiness, then one recv and one send system call per connection.
+    Epoll,
+}
+
+impl std::str::FromStr for IoMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IoMode, String> {
+        match s {
+            "auto" => Ok(IoMode::Auto),
+            "uring" | "io_uring" => Ok(IoMode::Uring),
+            "epoll" => Ok(IoMode::Epoll),
+            other => Err(format!(
+                "unknown event loop {other:?}: uring, epoll or auto"
+            )),
+        }
+    }
 }
 
 impl NetConfig {
@@ -95,6 +126,8 @@ impl Default for NetConfig {
             notls: Vec::new(),
             hot: None,
             hot_epoch: std::time::Duration::from_secs(1),
+            io: IoMode::Auto,
+            busy_poll: std::time::Duration::ZERO,
         }
     }
 }

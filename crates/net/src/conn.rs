@@ -41,6 +41,24 @@ pub(crate) struct Conn {
     pub authed: bool,
     /// Its entry in `stats conns`, and the Unix time of its last input there.
     pub registered: Option<(usize, std::sync::Arc<std::sync::atomic::AtomicU64>)>,
+    /// Served by the worker's io_uring (completions) rather than its epoll (readiness).
+    pub ring: Option<RingConn>,
+}
+
+/// A connection's state on the io_uring loop.
+pub(crate) struct RingConn {
+    /// Tells this connection's completions from those of an earlier one with its token.
+    pub gen: u32,
+    pub fd: std::os::fd::RawFd,
+    /// A multishot receive is armed (until its last completion).
+    pub recv_armed: bool,
+    /// A cancel of that receive was asked for: input is not wanted for now.
+    pub recv_cancelling: bool,
+    /// Bytes the kernel is sending (the buffer is the ring's until the completion).
+    pub sending: usize,
+    pub sending_cap: usize,
+    /// A sent buffer, kept for the next replies.
+    pub spare: Option<Vec<u8>>,
 }
 
 impl Conn {
@@ -65,16 +83,33 @@ impl Conn {
             accounted: 0,
             authed: false,
             registered: None,
+            ring: None,
         }
+    }
+
+    /// Brings `total` (`conn_buffer_bytes`) up to date with this connection's buffers.
+    pub fn account(&mut self, total: &std::sync::atomic::AtomicUsize) {
+        use std::sync::atomic::Ordering;
+        let now = self.buffer_bytes();
+        if now > self.accounted {
+            total.fetch_add(now - self.accounted, Ordering::Relaxed);
+        } else {
+            total.fetch_sub(self.accounted - now, Ordering::Relaxed);
+        }
+        self.accounted = now;
     }
 
     /// Memory its buffers hold.
     pub fn buffer_bytes(&self) -> usize {
-        self.rbuf.capacity() + self.wbuf.capacity()
+        let ring = self.ring.as_ref().map_or(0, |r| {
+            r.sending_cap + r.spare.as_ref().map_or(0, Vec::capacity)
+        });
+        self.rbuf.capacity() + self.wbuf.capacity() + ring
     }
 
+    /// Replies not yet delivered to the kernel's socket buffer: buffered here or being sent.
     pub fn pending_output(&self) -> usize {
-        self.wbuf.len() - self.wpos
+        self.wbuf.len() - self.wpos + self.ring.as_ref().map_or(0, |r| r.sending)
     }
 
     /// Output not yet handed to the kernel: the buffer's, or TLS records below it.

@@ -27,6 +27,11 @@ pub struct ServerStats {
     /// total was over `conn_buffer_limit`.
     pub conn_buffer_bytes: AtomicUsize,
     pub conn_buffer_throttled: AtomicU64,
+    /// Provided receive buffers of the workers' io_uring rings: fixed per worker, outside
+    /// `-m` and `conn_buffer_limit` (docs/network.md).
+    pub ring_buffer_bytes: AtomicUsize,
+    /// Workers running the io_uring loop (the rest run epoll).
+    pub uring_workers: AtomicUsize,
     /// Connections closed for idling longer than `idle_timeout` (memcached's name).
     pub idle_kicks: AtomicU64,
     /// SASL commands and failed authentications (memcached's `auth_cmds`, `auth_errors`).

@@ -16,6 +16,7 @@ mod meta;
 mod plan;
 mod reply;
 mod respond;
+mod ring;
 mod sasl;
 mod shared;
 mod stats;
@@ -36,7 +37,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use stream::{Listener, Stream};
 
-pub use config::NetConfig;
+pub use config::{IoMode, NetConfig};
 pub use counters::ServerStats;
 pub use hot::Router;
 pub use sasl::{AuthFile, SaslUsers};
@@ -57,6 +58,8 @@ pub enum NetError {
          raise it (ulimit -n) or ask for fewer connections"
     )]
     FileLimit { conns: usize, need: u64, limit: u64 },
+    #[error("--io uring: this kernel gives no usable io_uring ({0}); use --io epoll or auto")]
+    Uring(std::io::Error),
 }
 
 /// A running server. Dropping it does not stop it; call [`Server::shutdown`].
@@ -114,6 +117,7 @@ impl Server {
             .transpose()?;
         let admin_addr = admin.as_ref().and_then(|s| s.server_addr().to_ip());
         let threads = config.threads.max(1);
+        let io = choose_loop(config.io)?;
         let shared = Arc::new(Shared {
             engine,
             config,
@@ -142,6 +146,7 @@ impl Server {
                 Arc::clone(&shared),
                 Arc::clone(&waker),
                 if id == 0 { udp.take() } else { None },
+                io,
             )?;
             let wshared = Arc::clone(&shared);
             handles.push(
@@ -277,6 +282,35 @@ impl Stopper {
             let _ = w.wake();
         }
     }
+}
+
+/// The loop the workers run: io_uring when asked for or when `auto` finds that a ring with
+/// everything hkv uses can be set up here (kernel 5.19+, not refused by seccomp or
+/// `kernel.io_uring_disabled`), epoll otherwise. Says which in the log.
+fn choose_loop(asked: IoMode) -> Result<IoMode, NetError> {
+    let chosen = match asked {
+        IoMode::Epoll => IoMode::Epoll,
+        IoMode::Uring => {
+            ring::Ring::new().map_err(NetError::Uring)?;
+            IoMode::Uring
+        }
+        IoMode::Auto => match ring::Ring::new() {
+            Ok(_) => IoMode::Uring,
+            Err(e) => {
+                tracing::info!(error = %e, "io_uring unavailable; using epoll");
+                IoMode::Epoll
+            }
+        },
+    };
+    tracing::info!(
+        event_loop = if chosen == IoMode::Uring {
+            "io_uring"
+        } else {
+            "epoll"
+        },
+        "event loop"
+    );
+    Ok(chosen)
 }
 
 fn shared_udp(config: &NetConfig) -> Result<Option<mio::net::UdpSocket>, NetError> {

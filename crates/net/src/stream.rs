@@ -50,6 +50,28 @@ impl Stream {
         }
     }
 
+    /// Its descriptor and whether the io_uring loop serves it: plain TCP and Unix sockets,
+    /// not TLS (rustls reads and writes through the socket itself).
+    pub fn completion_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        match self {
+            Stream::Tcp(s) => Some(s.as_raw_fd()),
+            Stream::Unix(s) => Some(s.as_raw_fd()),
+            Stream::Tls(_) => None,
+        }
+    }
+
+    /// Blocking mode, for the io_uring loop: the kernel then waits for data or room inside
+    /// the request instead of failing it with EAGAIN. Nothing reads such a socket directly.
+    pub fn set_blocking(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => rustix::io::ioctl_fionbio(s, false)?,
+            Stream::Unix(s) => rustix::io::ioctl_fionbio(s, false)?,
+            Stream::Tls(_) => {}
+        }
+        Ok(())
+    }
+
     /// Output is held below the socket (TLS records not yet sent): wait for writability
     /// even when the connection's own buffer is empty.
     pub fn wants_write(&self) -> bool {

@@ -1,6 +1,6 @@
 //! A worker: one event loop, its connections, one engine batch per pass.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::Receiver;
@@ -22,6 +22,9 @@ use crate::shared::Shared;
 use crate::step::Step;
 
 mod express;
+mod io;
+mod spin;
+mod uring;
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
 const UDP: Token = Token(usize::MAX - 1);
@@ -65,6 +68,13 @@ pub(crate) struct Worker {
     udp_reqs: Vec<crate::udp::UdpRequest>,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
+    /// `--io`: try io_uring when the loop starts (the ring must be made on its thread).
+    io: crate::IoMode,
+    /// The io_uring loop's ring; None: the epoll loop.
+    ring: Option<crate::ring::Ring>,
+    completions: Vec<crate::ring::Completion>,
+    /// Incarnation numbers for connections on the ring.
+    next_gen: u32,
 }
 
 /// What one pass decided for one connection.
@@ -110,6 +120,7 @@ impl Worker {
         shared: Arc<Shared>,
         waker: Arc<Waker>,
         mut udp: Option<mio::net::UdpSocket>,
+        io: crate::IoMode,
     ) -> std::io::Result<Worker> {
         if let Some(u) = udp.as_mut() {
             poll.registry().register(u, UDP, Interest::READABLE)?;
@@ -132,6 +143,10 @@ impl Worker {
             udp,
             udp_reqs: Vec::new(),
             pass_requests: 0,
+            io,
+            ring: None,
+            completions: Vec::new(),
+            next_gen: 0,
         })
     }
 
@@ -141,12 +156,14 @@ impl Worker {
         if let Err(e) = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1000)) {
             tracing::debug!(error = %e, "could not lower the timer slack");
         }
+        self.start_ring();
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<usize> = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
         let mut last_launch = Instant::now();
         let idle = self.shared.config.idle_timeout;
         let mut last_idle_check = Instant::now();
+        let mut spin = spin::Spin::new(self.shared.config.busy_poll);
         loop {
             let mut timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
             if !self.throttled.is_empty() {
@@ -165,7 +182,17 @@ impl Worker {
                 // About to sleep: delayed index writes have no batch left to wait for.
                 self.shared.engine.apply_pending();
             }
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            ready.clear();
+            ready.append(&mut pending);
+            if ready.is_empty() && timeout != Some(Duration::ZERO) {
+                let window = spin.window();
+                if !window.is_zero() {
+                    self.spin(&mut events, window, &mut ready, &mut spin);
+                }
+            }
+            let got = !ready.is_empty() || self.udp_ready;
+            let timeout = if got { Some(Duration::ZERO) } else { timeout };
+            if let Err(e) = self.wait(&mut events, timeout, &mut ready) {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
                 }
@@ -176,9 +203,6 @@ impl Worker {
                 break;
             }
             let woke = Instant::now();
-            ready.clear();
-            ready.append(&mut pending);
-            self.collect(&events, &mut ready);
             if !ready.is_empty() || self.udp_ready {
                 // The periodic scheduler: keep collecting until the interval C since this
                 // worker's last batch has passed, so everything that arrives meanwhile joins
@@ -196,20 +220,17 @@ impl Worker {
                             if left.is_zero() || self.shared.stop.load(Ordering::SeqCst) {
                                 break;
                             }
-                            if self.poll.poll(&mut events, Some(left)).is_ok() {
-                                let before = ready.len();
-                                self.collect(&events, &mut ready);
-                                if ready.len() > before {
-                                    let fresh = ready[before..].to_vec();
-                                    self.express(&fresh);
-                                }
+                            let before = ready.len();
+                            if self.wait(&mut events, Some(left), &mut ready).is_ok()
+                                && ready.len() > before
+                            {
+                                let fresh = ready[before..].to_vec();
+                                self.express(&fresh);
                             }
                         }
                     } else {
                         std::thread::sleep(wait);
-                        if self.poll.poll(&mut events, Some(Duration::ZERO)).is_ok() {
-                            self.collect(&events, &mut ready);
-                        }
+                        let _ = self.wait(&mut events, Some(Duration::ZERO), &mut ready);
                     }
                     if self.shared.stop.load(Ordering::SeqCst) {
                         break;
@@ -241,6 +262,31 @@ impl Worker {
         }
     }
 
+    /// Polls without sleeping for up to `window`, until some connection has work.
+    fn spin(
+        &mut self,
+        events: &mut Events,
+        window: Duration,
+        ready: &mut Vec<usize>,
+        spin: &mut spin::Spin,
+    ) {
+        let until = Instant::now() + window;
+        loop {
+            if self.wait(events, Some(Duration::ZERO), ready).is_err() {
+                return;
+            }
+            if !ready.is_empty() || self.udp_ready {
+                spin.hit();
+                return;
+            }
+            if Instant::now() >= until || self.shared.stop.load(Ordering::Relaxed) {
+                spin.miss();
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// Graceful stop (SIGTERM, `shutdown`): no new connections are taken, but what clients
     /// have already sent is answered and the replies sent before their connections close,
     /// so a restart loses no request a client believes it made. Bounded by [`DRAIN_LIMIT`]
@@ -250,14 +296,20 @@ impl Worker {
         // The first pass reads every connection: a readiness event may have arrived with the
         // stop and never been handled.
         let mut first = true;
+        // On io_uring, connections whose receives or sends completed since the last pass.
+        let mut woken: Vec<usize> = Vec::new();
+        let mut events = Events::with_capacity(64);
         while Instant::now() < deadline {
             let busy: Vec<usize> = self
                 .conns
                 .iter()
-                .filter(|(_, c)| first || c.want_parse || c.want_read || c.output_waiting())
+                .filter(|(t, c)| {
+                    first || c.want_parse || c.want_read || c.output_waiting() || woken.contains(t)
+                })
                 .map(|(t, _)| t)
                 .collect();
             first = false;
+            woken.clear();
             if busy.is_empty() {
                 return;
             }
@@ -267,6 +319,11 @@ impl Worker {
                 .map(|c| c.unparsed() + c.pending_output())
                 .sum();
             self.pass(&busy);
+            if self.ring.is_some() {
+                // Hand the queued sends to the kernel and take the completions: input that
+                // arrived before the stop is delivered here too.
+                let _ = self.wait(&mut events, Some(Duration::from_millis(5)), &mut woken);
+            }
             let after: usize = busy
                 .iter()
                 .filter_map(|&t| self.conns.get(t))
@@ -310,8 +367,7 @@ impl Worker {
 
     fn accept_new(&mut self, ready: &mut Vec<usize>) {
         while let Ok(stream) = self.incoming.try_recv() {
-            let entry = self.conns.vacant_entry();
-            let token = entry.key();
+            let token = self.conns.vacant_key();
             let (fd, addr, listen) = stream.describe();
             let mut conn = Conn::new(stream);
             conn.registered = Some(
@@ -319,12 +375,14 @@ impl Worker {
                     .conns
                     .add(fd, addr, listen, u64::from(unix_now())),
             );
-            if self
-                .poll
-                .registry()
-                .register(&mut conn.stream, Token(token), Interest::READABLE)
-                .is_err()
-            {
+            let registered = if self.ring.is_some() && conn.stream.completion_fd().is_some() {
+                self.ring_adopt(&mut conn)
+            } else {
+                self.poll
+                    .registry()
+                    .register(&mut conn.stream, Token(token), Interest::READABLE)
+            };
+            if registered.is_err() {
                 if let Some((key, _)) = conn.registered.take() {
                     self.shared.conns.remove(key);
                 }
@@ -334,8 +392,10 @@ impl Worker {
                     .fetch_sub(1, Ordering::Relaxed);
                 continue;
             }
-            entry.insert(conn);
-            // Data may already be waiting; edge-triggered readiness would not tell us.
+            let inserted = self.conns.insert(conn);
+            debug_assert_eq!(inserted, token);
+            // Data may already be waiting; edge-triggered readiness would not tell us (on
+            // io_uring this arms the first receive).
             ready.push(token);
         }
     }
@@ -353,7 +413,11 @@ impl Worker {
             if self.exempt == Some(token) {
                 self.exempt = None;
             }
-            let _ = self.poll.registry().deregister(&mut c.stream);
+            if let Some(r) = c.ring.take() {
+                self.ring_release(token, r);
+            } else {
+                let _ = self.poll.registry().deregister(&mut c.stream);
+            }
             self.shared
                 .stats
                 .curr_connections
@@ -367,18 +431,22 @@ impl Worker {
         let shared = Arc::clone(&self.shared);
         let tasks = &shared.stats.tasks;
         let t0 = std::time::Instant::now();
-        let stats = &self.shared.stats;
+        let stats = &shared.stats;
         let limit = self.shared.config.conn_buffer_limit;
+        let high_water = self.shared.config.output_high_water;
         for &t in ready {
-            if let Some(c) = self.conns.get_mut(t) {
-                let over = stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
-                if c.output_waiting() {
-                    if let Err(()) = sd_send(c, &self.shared) {
-                        c.read_closed = true;
-                        c.close_after_write = true;
-                        c.wpos = c.wbuf.len();
-                    }
+            if self.send(t).is_err() {
+                if let Some(c) = self.conns.get_mut(t) {
+                    c.read_closed = true;
+                    c.close_after_write = true;
+                    c.wpos = c.wbuf.len();
                 }
+            }
+            let Some(c) = self.conns.get_mut(t) else {
+                continue;
+            };
+            {
+                let over = stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
                 let mut cap = read_cap;
                 let mid_request = c.mid_request();
                 if self.exempt == Some(t) && !mid_request {
@@ -393,19 +461,23 @@ impl Worker {
                     } else {
                         stats.conn_buffer_throttled.fetch_add(1, Ordering::Relaxed);
                         self.throttled.push(t);
+                        self.hold(t);
                         continue;
                     }
                 }
-                if c.pending_output() < self.shared.config.output_high_water {
-                    rv_receive(c, cap, &self.shared);
-                    account(c, &self.shared);
-                    if cap < read_cap && c.want_read {
-                        // Stopped at the floor: look again on the timer, not at once.
-                        c.want_read = false;
-                        self.throttled.push(t);
+                if c.pending_output() < high_water {
+                    self.receive(t, cap);
+                    if let Some(c) = self.conns.get_mut(t) {
+                        c.account(&stats.conn_buffer_bytes);
+                        if cap < read_cap && c.want_read {
+                            // Stopped at the floor: look again on the timer, not at once.
+                            c.want_read = false;
+                            self.throttled.push(t);
+                        }
                     }
                 } else {
                     c.want_read = true;
+                    self.hold(t);
                 }
             }
         }
@@ -415,12 +487,12 @@ impl Worker {
         self.udp_reqs.clear();
         let _sd = Timed(&tasks.sd, std::time::Instant::now());
         for &t in ready {
+            let failed = self.send(t).is_err();
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
-            let failed = sd_send(c, &self.shared).is_err();
             c.compact();
-            account(c, &self.shared);
+            c.account(&self.shared.stats.conn_buffer_bytes);
             if self.exempt == Some(t) && !c.mid_request() {
                 self.exempt = None;
             }
@@ -429,7 +501,8 @@ impl Worker {
                 self.close(t);
                 continue;
             }
-            let want_write = c.output_waiting();
+            // On io_uring a send's completion is the writability signal.
+            let want_write = c.output_waiting() && c.ring.is_none();
             if want_write != c.writable_registered {
                 let interest = if want_write {
                     Interest::READABLE | Interest::WRITABLE
@@ -795,83 +868,4 @@ impl Drop for Timed<'_> {
     fn drop(&mut self) {
         TaskTimes::add(self.0, self.1);
     }
-}
-
-/// Brings `conn_buffer_bytes` up to date with this connection's buffers.
-fn account(c: &mut Conn, shared: &Shared) {
-    let now = c.buffer_bytes();
-    let total = &shared.stats.conn_buffer_bytes;
-    if now > c.accounted {
-        total.fetch_add(now - c.accounted, Ordering::Relaxed);
-    } else {
-        total.fetch_sub(c.accounted - now, Ordering::Relaxed);
-    }
-    c.accounted = now;
-}
-
-fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
-    c.want_read = false;
-    loop {
-        if c.read_closed {
-            return;
-        }
-        if c.unparsed() >= cap {
-            c.want_read = true;
-            return;
-        }
-        c.reserve_read(READ_CHUNK);
-        match c.stream.read(&mut c.rbuf[c.rend..]) {
-            Ok(0) => {
-                c.read_closed = true;
-                return;
-            }
-            Ok(n) => {
-                c.rend += n;
-                c.last_active = Instant::now();
-                if let Some((_, t)) = &c.registered {
-                    t.store(u64::from(unix_now()), Ordering::Relaxed);
-                }
-                shared
-                    .stats
-                    .bytes_read
-                    .fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => {
-                c.read_closed = true;
-                c.close_after_write = true;
-                return;
-            }
-        }
-    }
-}
-
-/// SD: writes as much pending output as the socket takes.
-fn sd_send(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
-    while c.wpos < c.wbuf.len() {
-        match c.stream.write(&c.wbuf[c.wpos..]) {
-            Ok(0) => return Err(()),
-            Ok(n) => {
-                c.wpos += n;
-                c.last_active = Instant::now();
-                shared
-                    .stats
-                    .bytes_written
-                    .fetch_add(n as u64, Ordering::Relaxed);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(_) => return Err(()),
-        }
-    }
-    if c.stream.wants_write() {
-        // TLS records the socket did not take with the last write.
-        match c.stream.flush() {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(_) => return Err(()),
-        }
-    }
-    Ok(())
 }

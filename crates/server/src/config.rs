@@ -94,6 +94,16 @@ pub struct Cli {
     /// one is found, else cpu).
     #[arg(long, value_parser = ["cpu", "opencl", "auto"])]
     pub engine: Option<String>,
+    /// The workers' event loop: uring (io_uring, or refuse to start), epoll, or auto
+    /// (io_uring where the kernel allows it, else epoll; the log says which). The HKV_IO
+    /// environment variable sets it when the flag is absent (the test suite runs both).
+    #[arg(long = "io", env = "HKV_IO", value_parser = ["uring", "epoll", "auto"])]
+    pub io: Option<String>,
+    /// Microseconds a worker keeps polling, without sleeping, after it runs out of work
+    /// (shortened while it finds nothing); 0 turns it off. docs/network.md says what it
+    /// costs and gains.
+    #[arg(long = "busy-poll-us")]
+    pub busy_poll_us: Option<u64>,
     /// OpenCL device number (in the order the platforms list them) for --engine opencl.
     #[arg(long)]
     pub opencl_device: Option<usize>,
@@ -154,6 +164,10 @@ pub struct Settings {
     pub verbose: u8,
     /// cpu, opencl or auto.
     pub engine: String,
+    /// The event loop: uring, epoll or auto (`--io`).
+    pub io: String,
+    /// `--busy-poll-us`.
+    pub busy_poll_us: u64,
     pub opencl_device: Option<usize>,
     /// `MIN..MAX` microseconds (or one number).
     pub batch_interval_us: String,
@@ -203,6 +217,8 @@ impl Default for Settings {
             enable_shutdown: false,
             verbose: 0,
             engine: "cpu".into(),
+            io: "auto".into(),
+            busy_poll_us: 0,
             opencl_device: None,
             batch_interval_us: "0..1000".into(),
             idle_timeout: 0,
@@ -338,6 +354,20 @@ impl Settings {
         if let Some(e) = &cli.engine {
             s.engine = e.clone();
         }
+        if let Some(v) = cli.busy_poll_us {
+            s.busy_poll_us = v;
+        }
+        anyhow::ensure!(
+            s.busy_poll_us <= 10_000,
+            "busy-poll-us must be at most 10000"
+        );
+        if let Some(v) = &cli.io {
+            s.io = v.clone();
+        }
+        anyhow::ensure!(
+            ["uring", "epoll", "auto"].contains(&s.io.as_str()),
+            "io must be uring, epoll or auto"
+        );
         if cli.opencl_device.is_some() {
             s.opencl_device = cli.opencl_device;
         }

@@ -149,6 +149,8 @@ fn main() -> anyhow::Result<()> {
                 ))
             }),
             hot_epoch: std::time::Duration::from_millis(settings.hot_epoch_ms),
+            io: settings.io.parse().map_err(anyhow::Error::msg)?,
+            busy_poll: std::time::Duration::from_micros(settings.busy_poll_us),
             ..NetConfig::default()
         },
     )?;

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{account, rv_receive, sd_send, Worker};
+use super::Worker;
 
 impl Worker {
     /// The router holds some keys hot.
@@ -23,6 +23,12 @@ impl Worker {
         let Some(router) = self.shared.config.hot.clone() else {
             return;
         };
+        // A connection listed twice (a receive and a send completed) must be planned once,
+        // or the reads at its head would be answered twice.
+        let mut unique = ready.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        let ready = &unique[..];
         let hot = router.current();
         if hot.bins == 0 {
             return;
@@ -33,12 +39,14 @@ impl Worker {
         let mut any = false;
         for &t in ready {
             let over = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
-            if let Some(c) = self.conns.get_mut(t) {
+            if let Some(c) = self.conns.get(t) {
                 if over || c.pending_output() >= high_water || c.close_after_write {
                     continue;
                 }
-                rv_receive(c, read_cap, &self.shared);
-                account(c, &self.shared);
+            }
+            self.receive(t, read_cap);
+            if let Some(c) = self.conns.get_mut(t) {
+                c.account(&self.shared.stats.conn_buffer_bytes);
                 any |= c.unparsed() > 0;
             }
         }
@@ -52,8 +60,8 @@ impl Worker {
         router.hot_gets.fetch_add(answered, Ordering::Relaxed);
         router.express_passes.fetch_add(1, Ordering::Relaxed);
         for &t in ready {
-            if let Some(c) = self.conns.get_mut(t) {
-                if sd_send(c, &self.shared).is_err() {
+            if self.send(t).is_err() {
+                if let Some(c) = self.conns.get_mut(t) {
                     c.read_closed = true;
                     c.close_after_write = true;
                     c.wpos = c.wbuf.len();

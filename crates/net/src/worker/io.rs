@@ -1,0 +1,149 @@
+//! RV and SD for one connection, on either loop: epoll reads and writes the socket here;
+//! io_uring has already received (worker/uring.rs) and sends by queueing a request.
+
+use std::io::{ErrorKind, Read, Write};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::conn::Conn;
+use crate::reply::unix_now;
+use crate::shared::Shared;
+
+use super::{Worker, READ_CHUNK};
+
+impl Worker {
+    /// RV: takes what connection `t` sent, up to `cap` bytes of unparsed input.
+    pub(super) fn receive(&mut self, t: usize, cap: usize) {
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
+        if c.ring.is_none() {
+            rv_receive(c, cap, &self.shared);
+            return;
+        }
+        c.want_read = false;
+        if c.read_closed {
+            return;
+        }
+        if c.unparsed() >= cap {
+            // As on epoll: input waits in the socket until this is parsed.
+            c.want_read = true;
+            self.hold(t);
+            return;
+        }
+        // Below the full allowance (buffers over their limit) one buffer at a time, as
+        // epoll reads one chunk past that cap.
+        let once = cap < self.read_cap();
+        self.arm_recv(t, once);
+    }
+
+    /// Input from `t` is not wanted for now (buffers over their limit, replies backed up):
+    /// on io_uring its receive is cancelled, so the kernel keeps the bytes, not this process.
+    pub(super) fn hold(&mut self, t: usize) {
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
+        let (Some(r), Some(ring)) = (c.ring.as_mut(), self.ring.as_mut()) else {
+            return;
+        };
+        if r.recv_armed && !r.recv_cancelling {
+            r.recv_cancelling = true;
+            ring.cancel(crate::ring::user_data(crate::ring::Op::Recv, t, r.gen));
+        }
+    }
+
+    /// SD: hands `t`'s pending replies to the kernel. Err: the connection is broken.
+    pub(super) fn send(&mut self, t: usize) -> Result<(), ()> {
+        let Some(c) = self.conns.get_mut(t) else {
+            return Ok(());
+        };
+        match (c.ring.as_mut(), self.ring.as_mut()) {
+            (Some(r), Some(ring)) => {
+                if r.sending > 0 || c.wpos == c.wbuf.len() {
+                    // One send at a time keeps the replies in order.
+                    return Ok(());
+                }
+                let fresh = r.spare.take().unwrap_or_else(|| Vec::with_capacity(4096));
+                let buf = std::mem::replace(&mut c.wbuf, fresh);
+                let start = std::mem::take(&mut c.wpos);
+                r.sending = buf.len() - start;
+                r.sending_cap = buf.capacity();
+                ring.send(
+                    r.fd,
+                    buf,
+                    start,
+                    crate::ring::user_data(crate::ring::Op::Send, t, r.gen),
+                );
+                Ok(())
+            }
+            _ => sd_send(c, &self.shared),
+        }
+    }
+}
+
+pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
+    c.want_read = false;
+    loop {
+        if c.read_closed {
+            return;
+        }
+        if c.unparsed() >= cap {
+            c.want_read = true;
+            return;
+        }
+        c.reserve_read(READ_CHUNK);
+        match c.stream.read(&mut c.rbuf[c.rend..]) {
+            Ok(0) => {
+                c.read_closed = true;
+                return;
+            }
+            Ok(n) => {
+                c.rend += n;
+                c.last_active = Instant::now();
+                if let Some((_, t)) = &c.registered {
+                    t.store(u64::from(unix_now()), Ordering::Relaxed);
+                }
+                shared
+                    .stats
+                    .bytes_read
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => {
+                c.read_closed = true;
+                c.close_after_write = true;
+                return;
+            }
+        }
+    }
+}
+
+/// SD: writes as much pending output as the socket takes.
+pub(super) fn sd_send(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
+    while c.wpos < c.wbuf.len() {
+        match c.stream.write(&c.wbuf[c.wpos..]) {
+            Ok(0) => return Err(()),
+            Ok(n) => {
+                c.wpos += n;
+                c.last_active = Instant::now();
+                shared
+                    .stats
+                    .bytes_written
+                    .fetch_add(n as u64, Ordering::Relaxed);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(_) => return Err(()),
+        }
+    }
+    if c.stream.wants_write() {
+        // TLS records the socket did not take with the last write.
+        match c.stream.flush() {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(_) => return Err(()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,214 @@
+//! The two event loops (`--io uring|epoll|auto`, docs/network.md). The rest of the suite runs
+//! on whichever `HKV_IO` picks (scripts/test.sh runs it on both); these tests name the loop
+//! themselves, for what is specific to it.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Client, Hkv};
+
+fn stat(c: &mut Client, name: &str) -> Option<u64> {
+    let r = c.call("stats hkv\r\n", "END\r\n");
+    r.lines()
+        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The loops to run a test body on: epoll always, io_uring where `auto` finds it works
+/// (old kernels, seccomp and `kernel.io_uring_disabled` refuse it).
+fn loops() -> Vec<&'static str> {
+    let mut v = vec!["epoll"];
+    let h = Hkv::start(&["-t", "1", "--io", "auto"]);
+    let mut c = h.connect();
+    if stat(&mut c, "uring_workers") == Some(1) {
+        v.push("uring");
+    } else {
+        eprintln!("io_uring is not available here; only epoll is tested");
+    }
+    v
+}
+
+#[test]
+fn each_loop_is_reported_in_stats() {
+    for (io, want) in [("epoll", 0), ("uring", 2)] {
+        if io == "uring" && !loops().contains(&"uring") {
+            continue;
+        }
+        let h = Hkv::start(&["-t", "2", "--io", io]);
+        let mut c = h.connect();
+        assert_eq!(stat(&mut c, "uring_workers"), Some(want), "{io}");
+        let ring = stat(&mut c, "ring_buffer_bytes").expect("ring_buffer_bytes");
+        assert_eq!(ring > 0, want > 0, "{io}: ring buffers {ring}");
+        assert_eq!(
+            c.call("set k 0 0 2\r\nhi\r\nget k\r\n", "END\r\n"),
+            "STORED\r\nVALUE k 0 2\r\nhi\r\nEND\r\n"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_loop_is_refused() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(["-p", "0", "--io", "kqueue"])
+        .output()
+        .expect("run hkv");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kqueue"));
+}
+
+/// A value that says which key and version it is in every byte run, so a reply holding
+/// bytes of another version or key is caught.
+fn value(key: u32, version: u32, len: usize) -> Vec<u8> {
+    let tag = format!("<{key}:{version}>");
+    tag.as_bytes().iter().copied().cycle().take(len).collect()
+}
+
+fn check(key: u32, v: &[u8]) {
+    let end = v.iter().position(|&b| b == b'>').expect("a tag");
+    let tag = &v[..=end];
+    assert!(
+        tag.starts_with(format!("<{key}:").as_bytes()),
+        "key {key} got {:?}",
+        String::from_utf8_lossy(tag)
+    );
+    for (i, chunk) in v.chunks(tag.len()).enumerate() {
+        assert_eq!(
+            chunk,
+            &tag[..chunk.len()],
+            "key {key}: torn at {}",
+            i * tag.len()
+        );
+    }
+}
+
+#[test]
+fn large_gets_in_flight_never_see_overwritten_or_deleted_bytes() {
+    // A value's memory must not be reused while a reply still carries it: writers overwrite
+    // and delete the keys that readers are fetching in large pipelined GETs, and every byte
+    // of every reply is checked.
+    for io in loops() {
+        let h = Hkv::start(&["-t", "2", "-m", "64", "-I", "2m", "--io", io]);
+        let addr = h.addr;
+        let stop = Arc::new(AtomicBool::new(false));
+        let keys = 8u32;
+        let len = 700_000;
+        let mut c = h.connect();
+        for k in 0..keys {
+            let v = value(k, 0, len);
+            c.send(format!("set big{k} 0 0 {len}\r\n").as_bytes());
+            c.send(&v);
+            c.send(b"\r\n");
+            assert_eq!(c.read_until(b"\r\n"), "STORED\r\n");
+        }
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut c = Client::connect(addr);
+                    let mut version = 1;
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = (version * 3 + w) % keys;
+                        if version % 5 == 0 {
+                            c.send(format!("delete big{k}\r\n").as_bytes());
+                        } else {
+                            let v = value(k, version, len - (version as usize % 1000));
+                            c.send(format!("set big{k} 0 0 {}\r\n", v.len()).as_bytes());
+                            c.send(&v);
+                            c.send(b"\r\n");
+                        }
+                        let r = c.read_until(b"\r\n");
+                        assert!(
+                            ["STORED\r\n", "DELETED\r\n", "NOT_FOUND\r\n"].contains(&r.as_str()),
+                            "{r}"
+                        );
+                        version += 1;
+                    }
+                })
+            })
+            .collect();
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let mut s = TcpStream::connect(addr).expect("connect");
+                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                    let mut checked = 0;
+                    for round in 0..6 {
+                        let line: String = (0..keys)
+                            .map(|k| format!(" big{}", (k + round) % keys))
+                            .collect();
+                        s.write_all(format!("get{line}\r\n").as_bytes()).unwrap();
+                        let mut reply = Vec::new();
+                        let mut chunk = vec![0u8; 1 << 16];
+                        while !reply.ends_with(b"END\r\n") {
+                            let n = s.read(&mut chunk).expect("read");
+                            assert!(n > 0, "closed");
+                            reply.extend_from_slice(&chunk[..n]);
+                        }
+                        let mut rest = &reply[..];
+                        while rest.starts_with(b"VALUE ") {
+                            let nl = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+                            let head = String::from_utf8_lossy(&rest[..nl]).into_owned();
+                            let f: Vec<&str> = head.split(' ').collect();
+                            let key: u32 = f[1].trim_start_matches("big").parse().unwrap();
+                            let n: usize = f[3].parse().unwrap();
+                            check(key, &rest[nl + 2..nl + 2 + n]);
+                            assert_eq!(&rest[nl + 2 + n..nl + 4 + n], b"\r\n");
+                            rest = &rest[nl + 4 + n..];
+                            checked += 1;
+                        }
+                        assert_eq!(rest, b"END\r\n");
+                    }
+                    checked
+                })
+            })
+            .collect();
+        let checked: usize = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+        stop.store(true, Ordering::Relaxed);
+        for w in writers {
+            w.join().expect("writer");
+        }
+        assert!(checked > 0, "{io}: no value was read");
+        eprintln!("{io}: {checked} large values checked byte by byte");
+    }
+}
+
+#[test]
+fn a_connection_closed_mid_send_costs_nobody_else_their_replies() {
+    for io in loops() {
+        let h = Hkv::start(&["-t", "1", "-m", "64", "--io", io]);
+        let mut c = h.connect();
+        let v = vec![b'z'; 500_000];
+        c.send(b"set z 0 0 500000\r\n");
+        c.send(&v);
+        c.send(b"\r\n");
+        assert_eq!(c.read_until(b"\r\n"), "STORED\r\n");
+        let mut other = h.connect();
+        for round in 0..20 {
+            // Asks for megabytes and leaves before reading them.
+            let mut rude = TcpStream::connect(h.addr).unwrap();
+            rude.write_all("get z z z z z z z z\r\n".repeat(4).as_bytes())
+                .unwrap();
+            let mut some = [0u8; 1000];
+            let _ = rude.read(&mut some);
+            drop(rude);
+            let want = format!("STORED\r\nVALUE r{round} 0 2\r\nok\r\nEND\r\n");
+            assert_eq!(
+                other.call(
+                    &format!("set r{round} 0 0 2\r\nok\r\nget r{round}\r\n"),
+                    "END\r\n"
+                ),
+                want,
+                "{io}"
+            );
+        }
+        let mut after = h.connect();
+        assert!(after
+            .call("stats\r\n", "END\r\n")
+            .contains("curr_connections"));
+    }
+}
