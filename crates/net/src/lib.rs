@@ -107,8 +107,9 @@ impl Server {
         }
         let addr = addrs.first().copied();
         let extra_addrs = addrs.get(1..).unwrap_or_default().to_vec();
-        let mut udp = shared_udp(&config)?;
-        let udp_addr = udp.as_ref().map(|u| u.local_addr()).transpose()?;
+        let mut udp = udp_sockets(&config)?;
+        let udp_addr = udp.first().map(|u| u.local_addr()).transpose()?;
+        udp.reverse();
         let admin = config
             .admin_listen
             .map(|a| {
@@ -138,14 +139,14 @@ impl Server {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), worker::WAKE)?);
             let (tx, rx) = mpsc::channel();
-            // UDP requests join worker 0's batches, beside its TCP connections.
+            // Each worker takes its own share of UDP requests into its batches.
             let w = worker::Worker::new(
                 id,
                 poll,
                 rx,
                 Arc::clone(&shared),
                 Arc::clone(&waker),
-                if id == 0 { udp.take() } else { None },
+                udp.pop(),
                 io,
             )?;
             let wshared = Arc::clone(&shared);
@@ -313,13 +314,40 @@ fn choose_loop(asked: IoMode) -> Result<IoMode, NetError> {
     Ok(chosen)
 }
 
-fn shared_udp(config: &NetConfig) -> Result<Option<mio::net::UdpSocket>, NetError> {
-    match config.udp_listen {
-        Some(a) => Ok(Some(
-            mio::net::UdpSocket::bind(a).map_err(|e| NetError::Bind(a, e))?,
-        )),
-        None => Ok(None),
+fn udp_sockets(config: &NetConfig) -> Result<Vec<mio::net::UdpSocket>, NetError> {
+    let Some(addr) = config.udp_listen else {
+        return Ok(Vec::new());
+    };
+    let bind_err = |e: std::io::Error| NetError::Bind(addr, e);
+    let first = reuseport_udp(addr).map_err(bind_err)?;
+    // Port 0 picked a port: the other workers' sockets take the same one.
+    let addr = first.local_addr()?;
+    let mut v = vec![first];
+    for _ in 1..config.threads.max(1) {
+        v.push(reuseport_udp(addr).map_err(bind_err)?);
     }
+    Ok(v)
+}
+
+/// A UDP socket per worker on the same address (SO_REUSEPORT): the kernel spreads
+/// datagrams over the workers by source address, so one client's requests all reach the
+/// same worker and stay in order, and every worker takes UDP load.
+fn reuseport_udp(addr: SocketAddr) -> std::io::Result<mio::net::UdpSocket> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let family = if addr.is_ipv4() {
+        AddressFamily::INET
+    } else {
+        AddressFamily::INET6
+    };
+    let fd = rustix::net::socket_with(
+        family,
+        SocketType::DGRAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::sockopt::set_socket_reuseport(&fd, true)?;
+    rustix::net::bind(&fd, &addr)?;
+    Ok(mio::net::UdpSocket::from_std(std::net::UdpSocket::from(fd)))
 }
 
 /// Raises the open-file limit to what `-c` connections need, as memcached does, or refuses

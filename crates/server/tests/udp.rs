@@ -154,3 +154,25 @@ fn binary_requests_over_udp_are_answered() {
     assert_eq!(&r[24..], b"Not found");
     assert_healthy(&h);
 }
+
+#[test]
+fn every_worker_takes_udp_and_each_client_keeps_its_order() {
+    // One socket per worker on the same port (SO_REUSEPORT): many clients, each with its
+    // own source port, are spread over the workers; each sees its SET-then-GET in order.
+    let h = Hkv::start(&["--udp-listen", "127.0.0.1:0", "-t", "4"]);
+    let clients: Vec<UdpSocket> = (0..32).map(|_| udp_client(&h)).collect();
+    for round in 0..20u16 {
+        for (i, s) in clients.iter().enumerate() {
+            let body = format!("set u{i} 0 0 4 noreply\r\n{round:04}\r\nget u{i}\r\n");
+            s.send(&request(round, 0, 1, body.as_bytes())).unwrap();
+        }
+        for (i, s) in clients.iter().enumerate() {
+            let (_, payload) = reply(s, round);
+            assert_eq!(
+                String::from_utf8_lossy(&payload),
+                format!("VALUE u{i} 0 4\r\n{round:04}\r\nEND\r\n")
+            );
+        }
+    }
+    assert_healthy(&h);
+}
