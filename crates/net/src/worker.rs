@@ -66,6 +66,7 @@ pub(crate) struct Worker {
     udp: Option<mio::net::UdpSocket>,
     udp_ready: bool,
     udp_reqs: Vec<crate::udp::UdpRequest>,
+    udp_batch: Option<Box<crate::udp::UdpBatch>>,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
     /// `--io`: try io_uring when the loop starts (the ring must be made on its thread).
@@ -140,6 +141,7 @@ impl Worker {
             throttled: Vec::new(),
             exempt: None,
             udp_ready: udp.is_some(),
+            udp_batch: udp.is_some().then(|| Box::new(crate::udp::UdpBatch::new())),
             udp,
             udp_reqs: Vec::new(),
             pass_requests: 0,
@@ -523,57 +525,64 @@ impl Worker {
         }
     }
 
-    /// RV for UDP: takes up to UDP_PER_PASS datagrams into this pass.
+    /// RV for UDP: takes up to UDP_PER_PASS datagrams into this pass, many per system call.
     fn receive_udp(&mut self) {
-        let Some(sock) = self.udp.as_ref() else {
+        let (Some(sock), Some(batch)) = (self.udp.as_ref(), self.udp_batch.as_mut()) else {
             return;
         };
         if !self.udp_ready {
             return;
         }
-        let mut buf = [0u8; 65536];
-        for _ in 0..UDP_PER_PASS {
-            match sock.recv_from(&mut buf) {
-                Ok((n, peer)) => {
-                    self.shared
-                        .stats
-                        .bytes_read
-                        .fetch_add(n as u64, Ordering::Relaxed);
-                    if self.shared.config.sasl.is_some() || self.shared.config.authfile.is_some() {
-                        // UDP has no connection to authenticate: with -S or -Y nothing is
-                        // served over it (and nothing is answered, so no reflection).
-                        continue;
-                    }
-                    let d = &buf[..n];
-                    match crate::udp::frame(d) {
-                        crate::udp::Frame::Request { id, payload_at } => {
-                            self.udp_reqs.push(crate::udp::UdpRequest {
-                                peer,
-                                id,
-                                payload: d[payload_at..].to_vec(),
-                            });
-                        }
-                        crate::udp::Frame::MultiPacket { id } => {
-                            for dg in crate::udp::datagrams(
-                                id,
-                                format!("{}\r\n", hkv_proto::errors::MULTI_PACKET).as_bytes(),
-                            ) {
-                                let _ = sock.send_to(&dg, peer);
-                            }
-                        }
-                        crate::udp::Frame::Drop => {}
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.udp_ready = false;
+        // UDP has no connection to authenticate: with -S or -Y nothing is served over it
+        // (and nothing is answered, so no reflection).
+        let refuse = self.shared.config.sasl.is_some() || self.shared.config.authfile.is_some();
+        let stats = &self.shared.stats;
+        let reqs = &mut self.udp_reqs;
+        let mut errors: Vec<(std::net::SocketAddr, u16)> = Vec::new();
+        while reqs.len() < UDP_PER_PASS {
+            let got = batch.receive(sock, |peer, d| {
+                stats
+                    .bytes_read
+                    .fetch_add(d.len() as u64, Ordering::Relaxed);
+                if refuse {
                     return;
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                match crate::udp::frame(d) {
+                    crate::udp::Frame::Request { id, payload_at } => {
+                        reqs.push(crate::udp::UdpRequest {
+                            peer,
+                            id,
+                            payload: d[payload_at..].to_vec(),
+                        });
+                    }
+                    crate::udp::Frame::MultiPacket { id } => errors.push((peer, id)),
+                    crate::udp::Frame::Drop => {}
+                }
+            });
+            match got {
+                Ok(n) if n < crate::udp::RECV_SLOTS => {
+                    // The socket was emptied; a datagram arriving after this raises a new
+                    // readiness edge.
+                    self.udp_ready = false;
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.udp_ready = false;
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => {
                     tracing::debug!(error = %e, "udp receive failed");
                     self.udp_ready = false;
-                    return;
+                    break;
                 }
+            }
+        }
+        for (peer, id) in errors {
+            let msg = format!("{}\r\n", hkv_proto::errors::MULTI_PACKET);
+            for dg in crate::udp::datagrams(id, msg.as_bytes()) {
+                batch.out.push((peer, dg));
             }
         }
     }
@@ -829,17 +838,19 @@ impl Worker {
                 // refuses a reply it cannot make room for.
                 crate::reply::line(&mut reply, hkv_proto::errors::GET_OUT_OF_MEMORY);
             }
-            if let Some(sock) = self.udp.as_ref() {
+            if let Some(batch) = self.udp_batch.as_mut() {
                 for dg in crate::udp::datagrams(r.id, &reply) {
-                    // UDP is lossy by contract: a full socket buffer drops the reply.
-                    if let Ok(n) = sock.send_to(&dg, r.peer) {
-                        self.shared
-                            .stats
-                            .bytes_written
-                            .fetch_add(n as u64, Ordering::Relaxed);
-                    }
+                    batch.out.push((r.peer, dg));
                 }
             }
+        }
+        if let (Some(sock), Some(batch)) = (self.udp.as_ref(), self.udp_batch.as_mut()) {
+            // SD for UDP: every reply of the pass in as few sendmmsg calls as fit.
+            let n = batch.flush(sock);
+            self.shared
+                .stats
+                .bytes_written
+                .fetch_add(n, Ordering::Relaxed);
         }
         TaskTimes::add(&tasks.wr, t0);
         if self.responses.data.capacity() > 4 << 20 {
