@@ -131,6 +131,7 @@ impl Server {
             conns: Default::default(),
             listeners: listeners.iter().map(Listener::describe).collect(),
             detail: Default::default(),
+            loops_ready: AtomicUsize::new(0),
         });
         let mut handles = Vec::new();
         let mut wakers = Vec::new();
@@ -189,6 +190,14 @@ impl Server {
                     .name("hkv-router".into())
                     .spawn(move || train_router(&router, &rshared))?,
             );
+        }
+        // Each worker sets its loop up on its own thread (an io_uring belongs to the thread
+        // that made it): wait for that, so the first client sees every worker as it will be.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while shared.loops_ready.load(Ordering::Acquire) < threads
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         tracing::info!(?addr, threads, "listening");
         Ok(Server {

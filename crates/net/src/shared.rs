@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub listeners: Vec<(i32, String)>,
     /// `stats detail`.
     pub detail: crate::stats::detail::PrefixStats,
+    /// Workers whose event loop is set up (the server is ready when all are).
+    pub loops_ready: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {

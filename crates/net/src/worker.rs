@@ -159,6 +159,7 @@ impl Worker {
             tracing::debug!(error = %e, "could not lower the timer slack");
         }
         self.start_ring();
+        self.shared.loops_ready.fetch_add(1, Ordering::Release);
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<usize> = Vec::new();
         let mut pending: Vec<usize> = Vec::new();
