@@ -88,6 +88,11 @@ if [ ! -x .venv/bin/pytest ]; then
 fi
 HKV_BIN="$PWD/target/release/hkv" .venv/bin/pytest -q tests/clients 2>&1 | tee -a "$results"
 
+step "the real clients' tests again on the epoll loop"
+HKV_IO=epoll HKV_BIN="$PWD/target/release/hkv" .venv/bin/pytest -q tests/clients/test_pymemcache.py \
+  tests/clients/test_binary.py tests/clients/test_meta_client.py tests/clients/test_memjs.py \
+  tests/clients/test_tls.py 2>&1 | tee -a "$results"
+
 step "memccapable (libmemcached's conformance suite), ASCII and binary"
 out=$(mktemp)
 ./target/release/hkv -p 0 -l 127.0.0.1 >"$out" &
