@@ -1,0 +1,85 @@
+//! What removes items other than a client: the background expiry sweep, `flush_all`, and
+//! slab page moves (`slabs reassign`, automove).
+
+use super::*;
+
+impl Partition {
+    /// memcached's `flush_all`: every item stored before `at` (Unix time) is gone once the
+    /// clock reaches `at`; `at <= now` means at once.
+    pub fn flush_all(&mut self, at: u32, now: u32) {
+        if at <= now {
+            self.flush_now();
+        } else {
+            self.flush_at = Some(at);
+        }
+    }
+
+    pub(super) fn flush_now(&mut self) {
+        // Retired versions are freed with everything else.
+        self.pending.clear();
+        self.index.clear(&self.store);
+        self.store.clear();
+        self.flush_at = None;
+        self.stats.flushes += 1;
+    }
+
+    /// `slabs reassign`: moves one page of this partition's store from class `from` to `to`
+    /// (0-based), dropping the index entries of the items it evicts.
+    pub fn reassign(&mut self, from: usize, to: usize, now: u32) -> Result<(), ReassignError> {
+        // Retired versions pin their pages until the index lets go of them.
+        self.apply_pending();
+        let Partition {
+            index,
+            store,
+            pending,
+            evicted,
+            ..
+        } = self;
+        let r = store.reassign(from, to, now, |k, l, why| {
+            if let (Some(log), Reclaim::Evicted) = (evicted.as_mut(), why) {
+                log.push(k.to_vec());
+            }
+            forget_reclaimed(index, pending, k, l);
+        });
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
+        r
+    }
+
+    pub fn set_automove(&mut self, on: bool) {
+        self.store.set_automove(on);
+    }
+
+    /// `-M`: no live item is evicted for room (see [`crate::EngineConfig::evictions`]).
+    pub fn set_evictions(&mut self, on: bool) {
+        self.store.set_evictions(on);
+    }
+
+    /// Background expiry, bounded per call; runs when the clock has moved on.
+    pub(super) fn maybe_sweep(&mut self, now: u32) {
+        if now <= self.last_sweep {
+            return;
+        }
+        let seconds = if self.last_sweep == 0 {
+            1
+        } else {
+            (now - self.last_sweep).min(SWEEP_MAX_SECONDS)
+        };
+        self.last_sweep = now;
+        let Partition {
+            index,
+            store,
+            stats,
+            pending,
+            ..
+        } = self;
+        let freed = store.sweep_expired(now, seconds * SWEEP_SLOTS_PER_SECOND, |k, l, _| {
+            forget_reclaimed(index, pending, k, l);
+        });
+        stats.expired_swept += freed as u64;
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
+    }
+}

@@ -1,0 +1,520 @@
+//! MM and WR for every write command (set, add, replace, append, prepend, cas, incr, decr,
+//! touch, delete): the value stored, the item linked in place of the old version.
+
+use super::*;
+
+impl Partition {
+    /// IN for the writes of a batch, as one search (one device launch instead of one per
+    /// write), while index writes are delayed. What it found stays usable as long as the
+    /// index does not change: with delayed writes only applying the same-key table or a
+    /// rebuild changes it (both clear `write_locs_valid`), and a key written earlier in the
+    /// batch is found in the table before this is consulted. A location whose item was
+    /// reclaimed meanwhile fails the key and liveness checks, as a reclaimed item should.
+    pub(super) fn in_search_writes(
+        &mut self,
+        reqs: &[Request<'_>],
+        hashes: &[KeyHash],
+        order: &[u32],
+    ) {
+        self.write_locs_valid = false;
+        if !self.delay_writes {
+            return;
+        }
+        let mut hs = std::mem::take(&mut self.write_hashes);
+        let mut owner = std::mem::take(&mut self.write_owner);
+        let mut found = std::mem::take(&mut self.write_found);
+        hs.clear();
+        owner.clear();
+        for &i in order {
+            let req = &reqs[i as usize];
+            if !req.is_read() && self.pending.get(req.key, &hashes[i as usize]).is_none() {
+                hs.push(hashes[i as usize]);
+                owner.push(i);
+            }
+        }
+        if hs.len() >= 2 {
+            let t = std::time::Instant::now();
+            found.clear();
+            found.resize(hs.len(), NO_LOCATION);
+            let rebuilds = self.index.rebuilds;
+            self.index
+                .search(&self.store, &hs, &mut found, &mut self.dropped);
+            self.free_dropped();
+            self.timing.write_ns += t.elapsed().as_nanos() as u64;
+            if self.index.rebuilds == rebuilds {
+                self.write_locs.clear();
+                self.write_locs.resize(reqs.len(), None);
+                for (k, &i) in owner.iter().enumerate() {
+                    self.write_locs[i as usize] = Some(found[k]);
+                }
+                self.write_locs_valid = true;
+            }
+        }
+        self.write_hashes = hs;
+        self.write_owner = owner;
+        self.write_found = found;
+    }
+
+    pub(super) fn write(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        now: u32,
+        data: &mut Vec<u8>,
+    ) -> Response {
+        let cur = self.find_live(req.key, h, now);
+        if matches!(req.op, Op::Incr | Op::Decr | Op::Vector) {
+            self.forward_atomic(req.key, h, cur);
+        }
+        if req.meta.previous {
+            self.copy_previous(req, cur, data);
+        }
+        if matches!(
+            req.op,
+            Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas
+        ) {
+            // memcached counts every storage command, stored or not.
+            self.stats.cmd_set += 1;
+        }
+        match req.op {
+            // A meta get that may create or change its item (`N`, `E`).
+            Op::Get | Op::Gets => self.meta_get(req, h, now, cur, data),
+            Op::Gat | Op::Gats => {
+                self.stats.cmd_touch += 1;
+                let Some(loc) = cur else {
+                    self.stats.get_misses += 1;
+                    self.stats.touch_misses += 1;
+                    return match self.vivify(req, h, now) {
+                        Some(loc) => self.answer_created(req, loc, now, data),
+                        None => Response::Miss,
+                    };
+                };
+                let raw = expiry_from_exptime(req.exptime, now).to_raw();
+                self.store.set_expiry(loc, raw);
+                self.stats.get_hits += 1;
+                self.stats.touch_hits += 1;
+                self.store.note(loc, ClassOp::Touch);
+                self.rd_answer_hit(req, loc, now, data)
+            }
+            Op::Set => self.store_request(req, h, now, cur),
+            Op::Add => match cur {
+                Some(loc) => {
+                    // memcached bumps an item that an ADD found.
+                    self.store.touch_ref(loc);
+                    Response::NotStored
+                }
+                None => self.store_request(req, h, now, None),
+            },
+            Op::Replace => match cur {
+                Some(_) => self.store_request(req, h, now, cur),
+                None => Response::NotStored,
+            },
+            Op::Append | Op::Prepend => {
+                let Some(loc) = cur else {
+                    return match req.meta.vivify {
+                        // meta `ms MA N<ttl>`: a miss creates the item from the data.
+                        Some(ttl) => self.store_new(
+                            req.key,
+                            h,
+                            Parts::One(req.value),
+                            req.flags,
+                            ttl,
+                            now,
+                            None,
+                        ),
+                        None => Response::NotStored,
+                    };
+                };
+                if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) {
+                    return Response::Exists;
+                }
+                let item = self.store.get(loc).expect("found live above");
+                let (flags, expiry) = (item.flags(), item.expiry());
+                self.value_buf.clear();
+                self.value_buf.extend_from_slice(item.value());
+                let parts = if req.op == Op::Append {
+                    Parts::Two(0, req.value)
+                } else {
+                    Parts::Two(1, req.value)
+                };
+                self.store_raw(req.key, h, parts, flags, expiry, now, cur)
+            }
+            Op::Cas => {
+                let Some(loc) = cur else {
+                    self.stats.cas_misses += 1;
+                    return Response::NotFound;
+                };
+                let item = self.store.get(loc).expect("found live above");
+                if item.cas() != req.cas {
+                    // meta `ms I`: an older CAS still stores, as a stale item.
+                    if req.meta.invalidate && req.cas < item.cas() {
+                        self.stats.cas_hits += 1;
+                        self.store.note(loc, ClassOp::CasHit);
+                        let r = self.store_request(req, h, now, cur);
+                        self.mark_stale_new(&r);
+                        return r;
+                    }
+                    self.stats.cas_badval += 1;
+                    self.store.note(loc, ClassOp::CasBadval);
+                    return Response::Exists;
+                }
+                self.stats.cas_hits += 1;
+                self.store.note(loc, ClassOp::CasHit);
+                self.store_request(req, h, now, cur)
+            }
+            Op::Delete => match cur {
+                Some(loc)
+                    if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) =>
+                {
+                    // A delete that names a CAS (meta `md C`) only removes that version.
+                    Response::Exists
+                }
+                Some(loc) if req.meta.invalidate || req.meta.strip_value => {
+                    self.delete_in_place(req, h, now, loc)
+                }
+                Some(loc) => {
+                    self.store.note(loc, ClassOp::Delete);
+                    self.unlink(req.key, h, loc);
+                    self.stats.delete_hits += 1;
+                    Response::Deleted
+                }
+                None => {
+                    self.stats.delete_misses += 1;
+                    Response::NotFound
+                }
+            },
+            Op::Incr | Op::Decr => self.arith(req, h, now, cur),
+            Op::Vector => self.vector_op(req, cur, data),
+            Op::Touch => {
+                self.stats.cmd_touch += 1;
+                match cur {
+                    Some(loc) => {
+                        let raw = expiry_from_exptime(req.exptime, now).to_raw();
+                        self.store.set_expiry(loc, raw);
+                        self.store.touch_ref(loc);
+                        self.stats.touch_hits += 1;
+                        self.store.note(loc, ClassOp::Touch);
+                        Response::Touched
+                    }
+                    None => {
+                        self.stats.touch_misses += 1;
+                        Response::NotFound
+                    }
+                }
+            }
+        }
+    }
+
+    /// Merging for hot keys: an in-place atomic leaves its key's location in the same-key
+    /// table (a resident entry), so the operations after it on that key, in this batch and
+    /// the next ones until the table is applied, are forwarded from there without searching
+    /// the index. Only while index writes are delayed: otherwise the table stays empty and
+    /// the CPU index is the one place to look.
+    pub(super) fn forward_atomic(&mut self, key: &[u8], h: &KeyHash, cur: Option<Location>) {
+        let Some(loc) = cur else { return };
+        if !self.merge_atomics || !self.delay_writes {
+            return;
+        }
+        if self.pending.get(key, h).is_some() {
+            self.stats.merged_writes += 1;
+        } else {
+            self.pending.insert(key, Waiting::resident(*h, loc));
+        }
+    }
+
+    /// KVCG's previous value: a storage command or DELETE that asked for it copies the value
+    /// its key holds now, before it runs (answered whatever the command then does).
+    pub(super) fn copy_previous(
+        &mut self,
+        req: &Request<'_>,
+        cur: Option<Location>,
+        data: &mut Vec<u8>,
+    ) {
+        let writes = matches!(
+            req.op,
+            Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas | Op::Delete
+        );
+        if let (true, Some(item)) = (writes, cur.and_then(|l| self.store.get(l))) {
+            let offset = data.len();
+            data.extend_from_slice(item.value());
+            self.previous = Some(hkv_types::Previous {
+                offset,
+                len: item.value_len() as u32,
+                flags: item.flags(),
+            });
+        }
+    }
+
+    pub(super) fn arith(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        now: u32,
+        cur: Option<Location>,
+    ) -> Response {
+        let incr = req.op == Op::Incr;
+        if let Some(loc) = cur {
+            if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) {
+                return Response::Exists;
+            }
+        }
+        if let (None, Some(initial)) = (cur, req.initial) {
+            // Binary incr/decr (and meta `ma N`): a miss creates the counter at `initial`.
+            let text = initial.to_string();
+            self.value_buf.clear();
+            self.value_buf.extend_from_slice(text.as_bytes());
+            let raw = match expiry_from_exptime(req.exptime, now) {
+                Expiry::AlreadyExpired => return Response::Number(initial),
+                e => e.to_raw(),
+            };
+            return match self.store_raw(req.key, h, Parts::Buf, 0, raw, now, None) {
+                Response::Stored => {
+                    self.last.created = true;
+                    Response::Number(initial)
+                }
+                other => other,
+            };
+        }
+        let Some(loc) = cur else {
+            if incr {
+                self.stats.incr_misses += 1;
+            } else {
+                self.stats.decr_misses += 1;
+            }
+            return Response::NotFound;
+        };
+        let item = self.store.get(loc).expect("found live above");
+        let Some(old) = parse_counter(item.value()) else {
+            return Response::NonNumeric;
+        };
+        // memcached: incr wraps at 2^64, decr stops at 0.
+        let new = if incr {
+            old.wrapping_add(req.delta)
+        } else {
+            old.saturating_sub(req.delta)
+        };
+        let text = new.to_string();
+        let (flags, old_len) = (item.flags(), item.value_len());
+        let expiry = match req.meta.ttl {
+            // meta `ma T`: a success also sets the TTL.
+            Some(t) => expiry_from_exptime(t, now).to_raw(),
+            None => item.expiry(),
+        };
+        if incr {
+            self.stats.incr_hits += 1;
+            self.store.note(loc, ClassOp::Incr);
+        } else {
+            self.stats.decr_hits += 1;
+            self.store.note(loc, ClassOp::Decr);
+        }
+        if text.len() == old_len {
+            self.store.overwrite_value(loc, text.as_bytes());
+            self.store.set_expiry(loc, expiry);
+            let cas = self.store.set_cas(loc, self.cas_override);
+            self.store.touch_ref(loc);
+            self.last = After {
+                cas: cas.unwrap_or(0),
+                len: old_len as u32,
+                expiry,
+                created: false,
+                previous: None,
+            };
+            return Response::Number(new);
+        }
+        self.value_buf.clear();
+        self.value_buf.extend_from_slice(text.as_bytes());
+        match self.store_raw(req.key, h, Parts::Buf, flags, expiry, now, cur) {
+            Response::Stored => Response::Number(new),
+            other => other,
+        }
+    }
+
+    /// Stores the request's own value, flags and exptime as the new version of its key.
+    pub(super) fn store_request(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        now: u32,
+        cur: Option<Location>,
+    ) -> Response {
+        self.store_new(
+            req.key,
+            h,
+            Parts::One(req.value),
+            req.flags,
+            req.exptime,
+            now,
+            cur,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn store_new(
+        &mut self,
+        key: &[u8],
+        h: &KeyHash,
+        value: Parts<'_>,
+        flags: u32,
+        exptime: i64,
+        now: u32,
+        cur: Option<Location>,
+    ) -> Response {
+        match expiry_from_exptime(exptime, now) {
+            Expiry::AlreadyExpired => {
+                // memcached stores it and it is never seen again: the old value is gone too.
+                if let Some(old) = cur {
+                    self.unlink(key, h, old);
+                }
+                Response::Stored
+            }
+            e => self.store_raw(key, h, value, flags, e.to_raw(), now, cur),
+        }
+    }
+
+    /// MM for a new version of `key` (its IN waits in the same-key table); `cur` is the live
+    /// version it replaces, if any.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn store_raw(
+        &mut self,
+        key: &[u8],
+        h: &KeyHash,
+        value: Parts<'_>,
+        flags: u32,
+        raw_expiry: u32,
+        now: u32,
+        cur: Option<Location>,
+    ) -> Response {
+        // Retire the version being replaced before anything else: from here on CLOCK cannot
+        // reclaim it, an index rebuild (a device failing inside the reclaim callback) cannot
+        // index it beside the new one, and its chunk is not reused until the index has let go
+        // of it. memcached drops the old value when the new one cannot be stored, so retiring
+        // it first changes nothing a client sees.
+        let mut old = cur.filter(|&c| self.store.retire(c));
+        if !self.pending.is_empty() {
+            let len = match value {
+                Parts::One(v) => v.len(),
+                Parts::Buf => self.value_buf.len(),
+                Parts::Two(_, v) => v.len() + self.value_buf.len(),
+            };
+            if !self.store.has_room(key.len(), len) {
+                // Free the retired versions the table holds back before CLOCK would take a
+                // live item for want of their chunks.
+                self.apply_pending();
+                old = self.still_retired(old);
+            }
+        }
+        let mut stored = self.mm_store_item(key, &value, flags, raw_expiry, now);
+        if matches!(stored, Err(StoreError::OutOfMemory)) && !self.pending.is_empty() {
+            // Retired versions hold chunks back from reuse until the index lets go of them.
+            self.apply_pending();
+            old = self.still_retired(old);
+            stored = self.mm_store_item(key, &value, flags, raw_expiry, now);
+        }
+        let (loc, cas) = match stored {
+            Ok(v) => v,
+            Err(e) => {
+                // memcached unlinks the old item when it cannot store the new one, so a
+                // failed SET never leaves stale data behind.
+                if let Some(o) = old {
+                    self.unlink_retired(key, h, o);
+                }
+                return match e {
+                    StoreError::TooLarge => {
+                        self.stats.too_large += 1;
+                        Response::TooLarge
+                    }
+                    StoreError::OutOfMemory => Response::OutOfMemory,
+                    StoreError::KeyTooLong => Response::KeyTooLong,
+                };
+            }
+        };
+        self.link(key, h, loc, old);
+        self.last_loc = loc;
+        if self.binary_key {
+            self.store.update_bits(loc, hkv_store::BINARY_KEY, 0);
+        }
+        let cas = match self.cas_override {
+            Some(c) => self.store.set_cas(loc, Some(c)).unwrap_or(cas),
+            None => cas,
+        };
+        let len = self.store.get(loc).map_or(0, |i| i.value_len() as u32);
+        self.last = After {
+            cas,
+            len,
+            expiry: raw_expiry,
+            created: false,
+            previous: None,
+        };
+        Response::Stored
+    }
+
+    /// MM: the store call of [`Partition::store_raw`] (allocate, evicting by CLOCK or moving
+    /// a page when memory is spent, and write the item).
+    pub(super) fn mm_store_item(
+        &mut self,
+        key: &[u8],
+        value: &Parts<'_>,
+        flags: u32,
+        raw_expiry: u32,
+        now: u32,
+    ) -> Result<(Location, u64), StoreError> {
+        let Partition {
+            index,
+            store,
+            value_buf,
+            pending,
+            evicted,
+            ..
+        } = self;
+        let buf: &[u8] = value_buf;
+        let (a, b): (&[u8], &[u8]) = match *value {
+            Parts::One(v) => (v, &[]),
+            Parts::Buf => (buf, &[]),
+            Parts::Two(0, v) => (buf, v),
+            Parts::Two(_, v) => (v, buf),
+        };
+        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |k, l, why| {
+            if let (Some(log), Reclaim::Evicted) = (evicted.as_mut(), why) {
+                log.push(k.to_vec());
+            }
+            forget_reclaimed(index, pending, k, l);
+        });
+        // A device that failed inside that callback is replaced by a CPU table rebuilt from
+        // the store now (the new item included, the reclaimed and retired ones not).
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
+        stored
+    }
+}
+
+/// memcached's `safe_strtoull` on an item value: decimal digits, optionally followed by
+/// spaces (memcached pads decremented values) — anything else is not a number.
+fn parse_counter(v: &[u8]) -> Option<u64> {
+    let digits = v.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0
+        || v[digits..]
+            .iter()
+            .any(|&b| b != b' ' && b != b'\r' && b != b'\n')
+    {
+        return None;
+    }
+    std::str::from_utf8(&v[..digits]).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_parse_like_memcached() {
+        assert_eq!(parse_counter(b"0"), Some(0));
+        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+        assert_eq!(parse_counter(b"12  "), Some(12));
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b"-1"), None);
+        assert_eq!(parse_counter(b"1a"), None);
+        assert_eq!(parse_counter(b" 1"), None);
+    }
+}
