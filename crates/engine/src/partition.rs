@@ -8,7 +8,7 @@ use hkv_store::{
 
 use crate::index::Index;
 use crate::pending::{SameKeyTable, Waiting};
-use crate::stats::EngineStats;
+use crate::stats::{EngineStats, WRITE_SAMPLE};
 use hkv_types::{After, Op, Request, Response, Responses};
 
 mod delayed;
@@ -97,6 +97,9 @@ pub struct Partition {
     pub(crate) budget: ValueBudget,
     /// Keys of evicted items, when asked for ([`Partition::log_evictions`]).
     evicted: Option<Vec<Vec<u8>>>,
+    /// This write's MM and IN parts are timed (one in [`WRITE_SAMPLE`]).
+    sample_write: bool,
+    writes_seen: u64,
 }
 
 /// Operations in one batch and the time spent on them (searches: IN; writes: MM + IN).
@@ -199,6 +202,8 @@ impl Partition {
             apply_outcomes: Vec::new(),
             budget: ValueBudget::default(),
             evicted: None,
+            sample_write: false,
+            writes_seen: 0,
         }
     }
 
@@ -405,7 +410,10 @@ impl Partition {
                 None
             };
             self.previous = None;
+            self.writes_seen += 1;
+            self.sample_write = self.writes_seen & (WRITE_SAMPLE - 1) == 0;
             results[iu] = self.write(req, &h, now, data);
+            self.sample_write = false;
             self.pre = None;
             self.timing.writes += 1;
             self.timing.write_ns += t.elapsed().as_nanos() as u64;

@@ -1,7 +1,17 @@
+/// One write in this many has its MM and IN parts timed (two clock reads per part).
+pub const WRITE_SAMPLE: u64 = 8;
+
 /// Engine counters for one partition (or summed over all).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
     pub batches: u64,
+    /// DIDO's engine tasks, in nanoseconds: IN (index searches, inserts and deletes, delayed
+    /// writes applied), KC+RD (key compare and reply of reads) and MM (slab allocation and
+    /// value copy of writes). Reads are timed per group of 64; a write's MM and IN parts on
+    /// one write in [`WRITE_SAMPLE`], scaled up.
+    pub task_in_ns: u64,
+    pub task_kc_rd_ns: u64,
+    pub task_mm_ns: u64,
     pub get_hits: u64,
     pub get_misses: u64,
     /// The index found the signature but the stored key differed (a signature collision).
@@ -55,6 +65,9 @@ impl EngineStats {
         }
         sum!(
             batches,
+            task_in_ns,
+            task_kc_rd_ns,
+            task_mm_ns,
             get_hits,
             get_misses,
             key_mismatches,

@@ -46,6 +46,14 @@ impl Partition {
     /// Makes `loc` the newest version of `key`; `old` is the version it replaces, already
     /// retired by the caller (still where the index may point, its chunk not reused).
     pub(super) fn link(&mut self, key: &[u8], h: &KeyHash, loc: Location, old: Option<Location>) {
+        let t = self.sample_write.then(std::time::Instant::now);
+        self.link_untimed(key, h, loc, old);
+        if let Some(t) = t {
+            self.stats.task_in_ns += t.elapsed().as_nanos() as u64 * WRITE_SAMPLE;
+        }
+    }
+
+    fn link_untimed(&mut self, key: &[u8], h: &KeyHash, loc: Location, old: Option<Location>) {
         if !self.delay_writes && self.pending.is_empty() {
             self.insert_now(h, loc, old);
             return;
@@ -204,7 +212,9 @@ impl Partition {
         self.free_dropped();
         self.stats.applied_writes += applied;
         self.stats.write_applies += 1;
-        self.timing.write_ns += t.elapsed().as_nanos() as u64;
+        let ns = t.elapsed().as_nanos() as u64;
+        self.timing.write_ns += ns;
+        self.stats.task_in_ns += ns;
         self.applying = work;
         self.apply_entries = entries;
         self.apply_owner = owner;

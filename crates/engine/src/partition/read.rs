@@ -27,6 +27,7 @@ impl Partition {
             }
         }
         // KC + RD, in arrival order, with the items of later queries already loading.
+        let t = std::time::Instant::now();
         for &loc in self.group_locs.iter().take(ITEM_PREFETCH_DISTANCE) {
             self.store.prefetch(loc);
         }
@@ -39,6 +40,7 @@ impl Partition {
             let h = self.group_hashes[j];
             results[i] = self.read_one(&reqs[i], &h, loc, now, data, group_bytes);
         }
+        self.stats.task_kc_rd_ns += t.elapsed().as_nanos() as u64;
         self.group.clear();
     }
 
@@ -56,8 +58,10 @@ impl Partition {
             &mut self.group_locs,
             &mut self.dropped,
         );
+        let ns = t.elapsed().as_nanos() as u64;
         self.timing.reads += self.group.len() as u64;
-        self.timing.search_ns += t.elapsed().as_nanos() as u64;
+        self.timing.search_ns += ns;
+        self.stats.task_in_ns += ns;
         self.free_dropped();
     }
 
@@ -112,8 +116,12 @@ impl Partition {
             (Some(w), _) => w.newest.unwrap_or(NO_LOCATION),
             (None, Some(loc)) => loc,
             (None, None) => {
+                let t = self.sample_write.then(std::time::Instant::now);
                 let loc = self.index.search_one(&self.store, h, &mut self.dropped);
                 self.free_dropped();
+                if let Some(t) = t {
+                    self.stats.task_in_ns += t.elapsed().as_nanos() as u64 * WRITE_SAMPLE;
+                }
                 loc
             }
         };

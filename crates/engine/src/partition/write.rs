@@ -40,7 +40,9 @@ impl Partition {
             self.index
                 .search(&self.store, &hs, &mut found, &mut self.dropped);
             self.free_dropped();
-            self.timing.write_ns += t.elapsed().as_nanos() as u64;
+            let ns = t.elapsed().as_nanos() as u64;
+            self.timing.write_ns += ns;
+            self.stats.task_in_ns += ns;
             if self.index.rebuilds == rebuilds {
                 self.write_locs.clear();
                 self.write_locs.resize(reqs.len(), None);
@@ -458,6 +460,7 @@ impl Partition {
         raw_expiry: u32,
         now: u32,
     ) -> Result<(Location, u64), StoreError> {
+        let t = self.sample_write.then(std::time::Instant::now);
         let Partition {
             index,
             store,
@@ -484,6 +487,9 @@ impl Partition {
         let settled = self.index.settle(&self.store);
         self.dropped.extend(settled);
         self.free_dropped();
+        if let Some(t) = t {
+            self.stats.task_mm_ns += t.elapsed().as_nanos() as u64 * WRITE_SAMPLE;
+        }
         stored
     }
 }
