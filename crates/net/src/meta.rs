@@ -178,11 +178,13 @@ fn plan_request<'a>(
             meta.invalidate = f.invalidate;
             meta.strip_value = f.strip_value;
             meta.previous = f.previous;
-            if f.invalidate {
+            if f.invalidate || f.strip_value {
                 meta.ttl = f.ttl;
             }
             Request {
                 cas: f.compare_cas.unwrap_or(0),
+                // `md x` makes its empty item with these flags (memcached's `F`, default 0).
+                flags: f.client_flags.unwrap_or(0),
                 meta,
                 ..Request::delete(key)
             }

@@ -58,15 +58,45 @@ fn ms_n_autovivifies_an_append_on_a_miss() {
 
 #[test]
 fn md_x_empties_the_value_and_keeps_the_item() {
+    // memcached (proto_text.c, process_mdelete_command): the empty item is made with the
+    // request's F and T (default 0: no flags, no expiry) and keeps the old item's CAS.
     each_engine(|h| {
         let mut c = h.connect();
-        c.expect("ms xx 3 F7 T0\r\nabc\r\n", "HD\r\n");
+        c.expect("ms xx 3 F7 T100\r\nabc\r\n", "HD\r\n");
+        let cas = c.call("mg xx c\r\n", "\r\n");
         c.expect("md xx x\r\n", "HD\r\n");
-        c.expect("mg xx v f t\r\n", "VA 0 f7 t-1\r\n\r\n");
+        c.expect("mg xx v f t\r\n", "VA 0 f0 t-1\r\n\r\n");
+        assert_eq!(c.call("mg xx c\r\n", "\r\n"), cas, "md x keeps the CAS");
+        c.expect("md xx x F9 T40\r\n", "HD\r\n");
+        c.expect("mg xx v f t\r\n", "VA 0 f9 t40\r\n\r\n");
         c.expect("ms xx 3\r\nabc\r\n", "HD\r\n");
         c.expect("md xx x I T30\r\n", "HD\r\n");
         c.expect("mg xx v t\r\n", "VA 0 t30 X W\r\n\r\n");
         c.expect("md nope x\r\n", "NF\r\n");
+    });
+}
+
+#[test]
+fn regression_ms_invalidate_keeps_the_ttl_and_the_won_recache() {
+    // `ms I` with an older CAS replaces the value but, as in memcached 1.6 (checked side by
+    // side with 1.6.18), keeps the item's TTL and whether its recache was already won (Z).
+    each_engine(|h| {
+        let mut c = h.connect();
+        c.expect("ms ik 2 T100 E5\r\nhi\r\n", "HD\r\n");
+        c.expect("ms ik 2 I T50 C1\r\nzz\r\n", "HD\r\n");
+        let r = c.call("mg ik t v\r\n", "zz\r\n");
+        assert!(
+            r == "VA 2 t100 X W\r\nzz\r\n" || r == "VA 2 t99 X W\r\nzz\r\n",
+            "{r}"
+        );
+        c.expect("md ik I T30\r\n", "HD\r\n");
+        c.expect("mg ik v\r\n", "VA 2 X W\r\nzz\r\n");
+        c.expect("ms ik 2 I T50 C1\r\nyy\r\n", "HD\r\n");
+        let r = c.call("mg ik t v\r\n", "yy\r\n");
+        assert!(
+            r == "VA 2 t30 Z X\r\nyy\r\n" || r == "VA 2 t29 Z X\r\nyy\r\n",
+            "{r}"
+        );
     });
 }
 

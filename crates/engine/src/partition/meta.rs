@@ -116,10 +116,14 @@ impl Partition {
         }
     }
 
-    /// `ms I` stored an item with an older CAS: it is stale from the start.
-    pub(super) fn mark_stale_new(&mut self, r: &Response) {
+    /// `ms I` stored an item with an older CAS: it is stale from the start, and keeps the
+    /// replaced item's TTL and whether its recache was already won (memcached: the value is
+    /// replaced, not the item's state). `old` is (raw expiry, meta bits) of the replaced item.
+    pub(super) fn mark_stale_new(&mut self, r: &Response, old: (u32, u8)) {
         if *r == Response::Stored {
-            self.store.update_bits(self.last_loc, STALE, 0);
+            self.store
+                .update_bits(self.last_loc, STALE | (old.1 & WIN_SENT), 0);
+            self.store.set_expiry(self.last_loc, old.0);
         }
     }
 
@@ -133,15 +137,30 @@ impl Partition {
         mut loc: Location,
     ) -> Response {
         if req.meta.strip_value {
+            // memcached: a new empty item with the request's flags (`F`, default 0) and TTL
+            // (`T`, default none), which keeps the old item's CAS unless `E` names one.
             let Some(item) = self.store.get(loc) else {
                 return Response::NotFound;
             };
-            let (flags, expiry) = (item.flags(), item.expiry());
-            let r = self.store_raw(req.key, h, Parts::One(&[]), flags, expiry, now, Some(loc));
+            let old_cas = item.cas();
+            let expiry = expiry_from_exptime(req.meta.ttl.unwrap_or(0), now).to_raw();
+            let r = self.store_raw(
+                req.key,
+                h,
+                Parts::One(&[]),
+                req.flags,
+                expiry,
+                now,
+                Some(loc),
+            );
             if r != Response::Stored {
                 return r;
             }
             loc = self.last_loc;
+            if !req.meta.invalidate {
+                self.store
+                    .set_cas(loc, Some(self.cas_override.unwrap_or(old_cas)));
+            }
         }
         if req.meta.invalidate {
             self.store.update_bits(loc, STALE, WIN_SENT);

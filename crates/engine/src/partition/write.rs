@@ -150,10 +150,11 @@ impl Partition {
                 if item.cas() != req.cas {
                     // meta `ms I`: an older CAS still stores, as a stale item.
                     if req.meta.invalidate && req.cas < item.cas() {
+                        let old = (item.expiry(), item.bits());
                         self.stats.cas_hits += 1;
                         self.store.note(loc, ClassOp::CasHit);
                         let r = self.store_request(req, h, now, cur);
-                        self.mark_stale_new(&r);
+                        self.mark_stale_new(&r, old);
                         return r;
                     }
                     self.stats.cas_badval += 1;
