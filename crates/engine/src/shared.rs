@@ -435,6 +435,59 @@ impl SharedEngine {
         out
     }
 
+    /// The `limit` most recently written live items of slab class `class` (0-based),
+    /// newest first: the order memcached's `stats cachedump` walks its LRU in (CAS values
+    /// grow with every write: exact within a partition; partitions' counters interleave, so
+    /// across partitions the order is close, not exact). Memory is bounded by `limit`, not by the store: a first pass
+    /// keeps only the `limit` highest CAS values, a second collects those items.
+    pub fn newest_items(&self, class: usize, limit: usize, now: u32) -> Vec<ItemSummary> {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        if limit == 0 {
+            return Vec::new();
+        }
+        let mut top: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(limit.min(1 << 20));
+        for p in 0..self.partitions.len() {
+            self.lock(p).store().for_each_item(now, |c, item| {
+                if c == class {
+                    let cas = item.cas();
+                    if top.len() < limit {
+                        top.push(Reverse(cas));
+                    } else if top.peek().is_some_and(|m| cas > m.0) {
+                        top.pop();
+                        top.push(Reverse(cas));
+                    }
+                }
+                true
+            });
+        }
+        let Some(&Reverse(floor)) = top.peek() else {
+            return Vec::new();
+        };
+        drop(top);
+        let mut out = Vec::new();
+        for p in 0..self.partitions.len() {
+            self.lock(p).store().for_each_item(now, |c, item| {
+                if c == class && item.cas() >= floor {
+                    out.push(ItemSummary {
+                        key: item.key().to_vec(),
+                        len: item.value_len() as u32,
+                        expiry: item.expiry(),
+                        atime: item.atime(),
+                        cas: item.cas(),
+                        fetched: item.bits() & hkv_store::FETCHED != 0,
+                        class: c,
+                    });
+                }
+                // Items written between the passes are newer still; the list stays bounded.
+                out.len() < 2 * limit
+            });
+        }
+        out.sort_unstable_by_key(|i| std::cmp::Reverse(i.cas));
+        out.truncate(limit);
+        out
+    }
+
     /// `slabs reassign <from> <to>` (0-based classes): one page moves in every partition
     /// that has one to spare; the first partition's refusal otherwise.
     pub fn reassign(&self, from: usize, to: usize, now: u32) -> Result<(), ReassignError> {

@@ -139,3 +139,26 @@ fn a_large_value_finds_memory_held_by_small_items() {
     c.expect("slabs automove 0\r\n", "OK\r\n");
     assert_eq!(stat(&mut c, " settings", "slab_automove"), "0");
 }
+
+#[test]
+fn regression_cachedump_lists_the_newest_items_first() {
+    // memcached walks its LRU from the head: the last written item first (a GET within a
+    // minute does not move it). hkv listed items in memory order. Checked side by side with
+    // memcached 1.6.18. (With several partitions the order is by each partition's CAS
+    // counter, which interleave: exact within a partition, close across them.)
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    for k in ["a", "b", "c"] {
+        c.call(&format!("set {k} 0 0 1\r\n1\r\n"), "STORED\r\n");
+    }
+    c.call("get a\r\n", "END\r\n");
+    c.expect(
+        "stats cachedump 1 2\r\n",
+        "ITEM c [1 b; 0 s]\r\nITEM b [1 b; 0 s]\r\nEND\r\n",
+    );
+    c.call("set b 0 0 1\r\n4\r\n", "STORED\r\n");
+    c.expect(
+        "stats cachedump 1 0\r\n",
+        "ITEM b [1 b; 0 s]\r\nITEM c [1 b; 0 s]\r\nITEM a [1 b; 0 s]\r\nEND\r\n",
+    );
+}

@@ -496,10 +496,12 @@ fn cachedump(args: &[Vec<u8>], shared: &Shared, now: u32) -> Result<StatsReply, 
     if class == 0 || class > shared.engine.class_reports().len() {
         return Err(StatsError::Line(hkv_proto::errors::ILLEGAL_SLAB));
     }
-    let limit = if limit == 0 { usize::MAX } else { limit };
-    // memcached caps a dump at 2 MB of text.
+    // memcached caps a dump at 2 MB of text; no more items than that can fill are listed
+    // (the shortest line is 19 bytes).
+    let cap = (2 << 20) / 19;
+    let limit = if limit == 0 { cap } else { limit.min(cap) };
     let mut out = Vec::new();
-    for it in shared.engine.items(Some(class - 1), limit, now) {
+    for it in shared.engine.newest_items(class - 1, limit, now) {
         if out.len() > 2 << 20 {
             break;
         }
