@@ -463,6 +463,11 @@ impl Settings {
             (1024..=(512 << 20)).contains(&s.max_item_size),
             "max item size must be between 1k and 512m"
         );
+        // memcached's check and words: an item must fit twice in the memory limit.
+        anyhow::ensure!(
+            s.max_item_size <= (s.memory_mb << 20) / 2,
+            "Cannot set item size limit higher than 1/2 of memory max."
+        );
         anyhow::ensure!(
             s.max_connections >= 1,
             "connection limit must be at least 1"

@@ -313,3 +313,36 @@ fn stats_hkv_times_every_dido_task() {
         );
     }
 }
+
+#[test]
+fn an_item_limit_above_half_the_memory_is_refused_as_memcached_does() {
+    for (args, ok) in [
+        (["-m", "1", "-I", "1m"], false),
+        (["-m", "64", "-I", "33m"], false),
+        (["-m", "64", "-I", "32m"], true),
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hkv"))
+            .args(["-p", "0", "-l", "127.0.0.1"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run hkv");
+        let started = {
+            use std::io::BufRead;
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+            line.contains("listening")
+        };
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(started, ok, "{args:?}");
+        if !ok {
+            assert!(
+                String::from_utf8_lossy(&out.stderr)
+                    .contains("Cannot set item size limit higher than 1/2 of memory max."),
+                "{args:?}"
+            );
+        }
+    }
+}
