@@ -93,6 +93,10 @@ HKV_IO=epoll HKV_BIN="$PWD/target/release/hkv" .venv/bin/pytest -q tests/clients
   tests/clients/test_binary.py tests/clients/test_meta_client.py tests/clients/test_memjs.py \
   tests/clients/test_tls.py 2>&1 | tee -a "$results"
 
+step "gomemcache's own test suite (Go) against hkv"
+command -v go >/dev/null 2>&1 || export PATH=$PATH:/usr/local/go/bin
+HKV_BIN="$PWD/target/release/hkv" bash tests/clients/gomemcache/run.sh 2>&1 | tee -a "$results"
+
 step "memccapable (libmemcached's conformance suite), ASCII and binary"
 out=$(mktemp)
 ./target/release/hkv -p 0 -l 127.0.0.1 >"$out" &

@@ -130,3 +130,22 @@ def test_refresh_certs_without_tls_like_memcached():
     finally:
         hkv.stop()
         mc.stop()
+
+
+def test_regression_a_pkcs8_key_under_an_rsa_label_loads_as_in_memcached(cert, tmp_path):
+    # gomemcache's own TLS test writes such a key; OpenSSL (memcached) loads it by its
+    # bytes, and rustls refused it by its label.
+    body = open(cert[1]).read()
+    assert "BEGIN PRIVATE KEY" in body, "openssl wrote PKCS#8"
+    key = tmp_path / "mislabeled.pem"
+    key.write_text(body.replace("PRIVATE KEY-----", "RSA PRIVATE KEY-----"))
+    opt = f"ssl_chain_cert={cert[0]},ssl_key={key}"
+    for start in (start_hkv, start_memcached):
+        s = start("-Z", "-o", opt)
+        try:
+            c = Client(s.addr, tls_context=context(cert), connect_timeout=5, timeout=5)
+            assert c.set("k", b"v", noreply=False)
+            assert c.get("k") == b"v"
+            c.close()
+        finally:
+            s.stop()

@@ -146,6 +146,24 @@ fn name(p: &Path) -> String {
     p.display().to_string()
 }
 
+/// A key whose PEM label names the wrong format (a PKCS#8 body under `RSA PRIVATE KEY`, as
+/// some tools and test suites write; OpenSSL, and so memcached, loads it) is taken by the
+/// format its bytes are in.
+fn relabel_if_needed(key: PrivateKeyDer<'static>) -> PrivateKeyDer<'static> {
+    use rustls::pki_types::{PrivatePkcs1KeyDer, PrivatePkcs8KeyDer, PrivateSec1KeyDer};
+    let loads = |k: &PrivateKeyDer<'_>| rustls::crypto::ring::sign::any_supported_type(k).is_ok();
+    if loads(&key) {
+        return key;
+    }
+    let der = key.secret_der().to_vec();
+    let alternatives: [PrivateKeyDer<'static>; 3] = [
+        PrivatePkcs8KeyDer::from(der.clone()).into(),
+        PrivatePkcs1KeyDer::from(der.clone()).into(),
+        PrivateSec1KeyDer::from(der).into(),
+    ];
+    alternatives.into_iter().find(loads).unwrap_or(key)
+}
+
 fn build(s: &TlsSettings) -> Result<ServerConfig, TlsError> {
     let chain_err = |e: &dyn std::fmt::Display| TlsError::Chain(name(&s.chain_cert), e.to_string());
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&s.chain_cert)
@@ -158,6 +176,7 @@ fn build(s: &TlsSettings) -> Result<ServerConfig, TlsError> {
     let key_path = s.key.as_deref().unwrap_or(&s.chain_cert);
     let key = PrivateKeyDer::from_pem_file(key_path)
         .map_err(|e| TlsError::Key(name(key_path), e.to_string()))?;
+    let key = relabel_if_needed(key);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let versions: &[&rustls::SupportedProtocolVersion] = if s.tls13_only {
         &[&rustls::version::TLS13]
