@@ -363,9 +363,9 @@ fn reuseport_udp(addr: SocketAddr) -> std::io::Result<mio::net::UdpSocket> {
 /// to start: past it, accept fails with EMFILE while the server believes it has room.
 fn ensure_file_limit(conns: usize, threads: usize) -> Result<(), NetError> {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    // Listener, UDP, stdio, one epoll and one waker per thread and the acceptor, and room for
-    // a device runtime's files.
-    let need = conns as u64 + 3 * threads as u64 + 32;
+    // Listeners, stdio, per thread an epoll, a waker, an io_uring and a UDP socket, the
+    // acceptor's, and room for a device runtime's files.
+    let need = conns as u64 + 5 * threads as u64 + 32;
     let lim = getrlimit(Resource::Nofile);
     let cur = lim.current.unwrap_or(u64::MAX);
     if cur >= need {

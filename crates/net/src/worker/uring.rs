@@ -18,8 +18,9 @@ use crate::IoMode;
 
 use super::Worker;
 
-/// A sent buffer larger than this is freed rather than kept for the next replies.
-const SPARE_MAX: usize = 1 << 20;
+/// A sent buffer larger than this is freed rather than kept for the next replies (an idle
+/// connection keeps at most this much).
+const SPARE_MAX: usize = 64 << 10;
 const ENOBUFS: i32 = 105;
 const ECANCELED: i32 = 125;
 
