@@ -11,6 +11,7 @@ mod engine;
 mod index;
 mod partition;
 mod pending;
+mod profile;
 mod schedule;
 mod shared;
 mod stats;
@@ -35,6 +36,7 @@ pub use hkv_types::{
 pub use index::IndexReport;
 pub use partition::placement::VectorPlacement;
 pub use partition::Partition;
+pub use profile::ProfileReport;
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};
 pub use shared::{ClassStats, ItemSummary, Scratch, SharedEngine};
 pub use stats::EngineStats;

@@ -97,6 +97,8 @@ pub struct Partition {
     pub(crate) budget: ValueBudget,
     /// Keys of evicted items, when asked for ([`Partition::log_evictions`]).
     evicted: Option<Vec<Vec<u8>>>,
+    /// The workload over a sliding window (`profile_*` in `stats hkv`).
+    pub(crate) profile: crate::profile::Profile,
     /// This write's MM and IN parts are timed (one in [`WRITE_SAMPLE`]).
     sample_write: bool,
     writes_seen: u64,
@@ -204,6 +206,7 @@ impl Partition {
             evicted: None,
             sample_write: false,
             writes_seen: 0,
+            profile: Default::default(),
         }
     }
 
@@ -383,6 +386,7 @@ impl Partition {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(which);
+        self.profile.observe(reqs, hashes, &order);
         self.in_search_writes(reqs, hashes, &order);
         for &i in &order {
             let iu = i as usize;

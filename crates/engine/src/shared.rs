@@ -330,6 +330,14 @@ impl SharedEngine {
         s
     }
 
+    /// The workload profile of all partitions together (DIDO's cost-model inputs).
+    pub fn profile(&self) -> crate::ProfileReport {
+        let parts: Vec<crate::profile::Profile> = (0..self.partitions.len())
+            .map(|p| self.lock(p).profile.clone())
+            .collect();
+        crate::profile::Profile::report(&parts)
+    }
+
     pub fn store_stats(&self) -> StoreStats {
         let mut s = StoreStats::default();
         for p in 0..self.partitions.len() {

@@ -162,3 +162,46 @@ fn regression_cachedump_lists_the_newest_items_first() {
         "ITEM b [1 b; 0 s]\r\nITEM c [1 b; 0 s]\r\nITEM a [1 b; 0 s]\r\nEND\r\n",
     );
 }
+
+#[test]
+fn stats_hkv_profiles_the_workload() {
+    // DIDO's cost-model inputs: shares, sizes, batch size and skew over a sliding window.
+    let profile = |c: &mut Client, name: &str| -> f64 {
+        stat(c, " hkv", name)
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}"))
+    };
+    // Skewed: every request goes to 64 keys (about 8 of them sampled by the sketch, whose
+    // top 8 per partition then hold nearly all sampled requests).
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    let v = "v".repeat(100);
+    for i in 0..64 {
+        c.call(&format!("set hot{i:02} 0 0 100\r\n{v}\r\n"), "STORED\r\n");
+    }
+    // The window (a half-life of 8192 requests) holds all of it: 64 + 66 sets, 384 gets.
+    for _ in 0..6 {
+        for i in 0..64 {
+            c.call(&format!("get hot{i:02}\r\n"), "END\r\n");
+            if i % 6 == 0 {
+                c.call(&format!("set hot{i:02} 0 0 100\r\n{v}\r\n"), "STORED\r\n");
+            }
+        }
+    }
+    let get_share = profile(&mut c, "profile_get_share");
+    assert!((get_share - 384.0 / 514.0).abs() < 0.03, "{get_share}");
+    assert!((profile(&mut c, "profile_set_share") - 130.0 / 514.0).abs() < 0.03);
+    assert!((profile(&mut c, "profile_key_bytes") - 5.0).abs() < 0.5);
+    assert!((profile(&mut c, "profile_value_bytes") - 100.0).abs() < 1.0);
+    assert!(profile(&mut c, "profile_batch") >= 1.0);
+    let skewed = profile(&mut c, "profile_top_key_share");
+    assert!(skewed > 0.4, "64 keys: top share {skewed}");
+    // Uniform: 3000 keys read once each.
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    for i in 0..3000 {
+        c.call(&format!("get cold{i}\r\n"), "END\r\n");
+    }
+    let uniform = profile(&mut c, "profile_top_key_share");
+    assert!(uniform < 0.1, "3000 keys: top share {uniform}");
+}

@@ -57,6 +57,7 @@ pub(crate) struct Snap<'a> {
     pub e: EngineStats,
     pub st: StoreStats,
     pub sc: ScheduleStats,
+    pub pf: hkv_engine::ProfileReport,
     pub now: u32,
 }
 
@@ -264,6 +265,13 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "fit_write_b_ns", Gauge, "fitted write cost per batch", |s| Val::Fixed(s.sc.b_write * 1000.0, 1);
     "arrival_per_s", Gauge, "requests per second reaching the engine", |s| Val::Fixed(s.sc.arrival_per_us * 1e6, 0);
     "get_share", Gauge, "share of those that are reads", |s| Val::Fixed(s.sc.get_share, 3);
+    "profile_get_share", Gauge, "workload profile (sliding window): share of GETs", |s| Val::Fixed(s.pf.get_share, 3);
+    "profile_set_share", Gauge, "share of storage commands", |s| Val::Fixed(s.pf.set_share, 3);
+    "profile_delete_share", Gauge, "share of deletes", |s| Val::Fixed(s.pf.delete_share, 3);
+    "profile_key_bytes", Gauge, "average key size", |s| Val::Fixed(s.pf.avg_key_bytes, 1);
+    "profile_value_bytes", Gauge, "average value size stored", |s| Val::Fixed(s.pf.avg_value_bytes, 1);
+    "profile_batch", Gauge, "average requests per partition batch", |s| Val::Fixed(s.pf.avg_batch, 1);
+    "profile_top_key_share", Gauge, "skew: share of requests to the 8 most requested keys per partition (sampled)", |s| Val::Fixed(s.pf.top_key_share, 3);
     "pending_writes", Gauge, "index writes waiting in the same-key table", |s| Val::U(s.shared.engine.pending_writes() as u64);
     "forwarded_reads", Counter, "reads answered from the same-key table", |s| Val::U(s.e.forwarded_reads);
     "deferred_reads", Counter, "reads moved to a later pass by the value budget", |s| Val::U(s.e.deferred_reads);
@@ -367,6 +375,7 @@ fn snap(shared: &Shared, now: u32) -> Snap<'_> {
         e: shared.engine.stats(),
         st: shared.engine.store_stats(),
         sc: shared.engine.schedule_stats(),
+        pf: shared.engine.profile(),
         now,
     }
 }

@@ -1,0 +1,210 @@
+//! The workload profile of one partition over a sliding window (DIDO §III-A's inputs to the
+//! cost model): shares of GET, SET and DELETE, average key and value sizes, batch size, and
+//! skew. Every figure decays by half every [`HALF_LIFE`] requests, so it follows the
+//! workload when it moves (whatever the batch size). Reported summed over partitions in `stats hkv` (`profile_*`).
+
+use hkv_index::KeyHash;
+use hkv_types::{Op, Request};
+
+/// Requests after which an old request's weight has halved.
+const HALF_LIFE: f64 = 8192.0;
+/// One request in this many (chosen by its key's hash, so a key is always or never
+/// sampled) feeds the skew estimate.
+const SAMPLE_EVERY: u32 = 8;
+/// Counters of the heavy-hitter sketch (space-saving): the keys it can tell apart.
+const SLOTS: usize = 64;
+/// The skew figure: the share of sampled requests that go to the top this many keys.
+const TOP: usize = 8;
+
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    gets: f64,
+    sets: f64,
+    deletes: f64,
+    others: f64,
+    key_bytes: f64,
+    value_bytes: f64,
+    batches: f64,
+    /// Space-saving heavy hitters: (key hash, count, over-estimate), decayed with the rest.
+    hitters: Vec<(u64, f64, f64)>,
+    sampled: f64,
+}
+
+/// What `stats hkv` shows, for the whole server.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProfileReport {
+    pub get_share: f64,
+    pub set_share: f64,
+    pub delete_share: f64,
+    pub avg_key_bytes: f64,
+    pub avg_value_bytes: f64,
+    pub avg_batch: f64,
+    /// Share of requests going to the [`TOP`] most requested keys of each partition (a
+    /// lower bound): near 0 for a uniform load over many keys, near 1 for a few hot keys.
+    pub top_key_share: f64,
+}
+
+impl Profile {
+    /// Adds one batch (the requests `which` of `reqs`).
+    pub fn observe(&mut self, reqs: &[Request<'_>], hashes: &[KeyHash], which: &[u32]) {
+        if which.is_empty() {
+            return;
+        }
+        let keep = 0.5f64.powf(which.len() as f64 / HALF_LIFE);
+        self.gets *= keep;
+        self.sets *= keep;
+        self.deletes *= keep;
+        self.others *= keep;
+        self.key_bytes *= keep;
+        self.value_bytes *= keep;
+        self.batches = self.batches * keep + 1.0;
+        self.sampled *= keep;
+        for h in &mut self.hitters {
+            h.1 *= keep;
+            h.2 *= keep;
+        }
+        for &i in which {
+            let r = &reqs[i as usize];
+            match r.op {
+                Op::Get | Op::Gets => self.gets += 1.0,
+                Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas => {
+                    self.sets += 1.0;
+                    self.value_bytes += r.value.len() as f64;
+                }
+                Op::Delete => self.deletes += 1.0,
+                _ => self.others += 1.0,
+            }
+            self.key_bytes += r.key.len() as f64;
+            let h = &hashes[i as usize];
+            let tag = (u64::from(h.sig) << 32) | u64::from(h.lo);
+            if sampled(h) {
+                self.sample(tag);
+            }
+        }
+    }
+
+    /// Space-saving: a known key's counter grows; a new one replaces the smallest counter
+    /// and inherits its count, which is remembered as that counter's possible over-count.
+    fn sample(&mut self, tag: u64) {
+        self.sampled += 1.0;
+        if let Some(h) = self.hitters.iter_mut().find(|h| h.0 == tag) {
+            h.1 += 1.0;
+            return;
+        }
+        if self.hitters.len() < SLOTS {
+            self.hitters.push((tag, 1.0, 0.0));
+            return;
+        }
+        if let Some(min) = self.hitters.iter_mut().min_by(|a, b| a.1.total_cmp(&b.1)) {
+            *min = (tag, min.1 + 1.0, min.1);
+        }
+    }
+
+    pub fn requests(&self) -> f64 {
+        self.gets + self.sets + self.deletes + self.others
+    }
+
+    /// The report of several partitions together (weighted by their requests).
+    pub fn report<'a>(parts: impl IntoIterator<Item = &'a Profile>) -> ProfileReport {
+        let mut sum = Profile::default();
+        let mut top = 0.0;
+        for p in parts {
+            sum.gets += p.gets;
+            sum.sets += p.sets;
+            sum.deletes += p.deletes;
+            sum.others += p.others;
+            sum.key_bytes += p.key_bytes;
+            sum.value_bytes += p.value_bytes;
+            sum.batches += p.batches;
+            sum.sampled += p.sampled;
+            // Guaranteed counts (count less possible over-count): a lower bound, so a
+            // uniform load does not look skewed.
+            let mut counts: Vec<f64> = p.hitters.iter().map(|h| h.1 - h.2).collect();
+            counts.sort_unstable_by(|a, b| b.total_cmp(a));
+            // Keys live in one partition each: the overall top keys are among the
+            // partitions' tops; summing each one's top is an upper bound, tight when one
+            // partition holds the hot keys.
+            top += counts.iter().take(TOP).sum::<f64>();
+        }
+        let n = sum.requests();
+        if n == 0.0 {
+            return ProfileReport::default();
+        }
+        ProfileReport {
+            get_share: sum.gets / n,
+            set_share: sum.sets / n,
+            delete_share: sum.deletes / n,
+            avg_key_bytes: sum.key_bytes / n,
+            avg_value_bytes: if sum.sets > 0.0 {
+                sum.value_bytes / sum.sets
+            } else {
+                0.0
+            },
+            avg_batch: n / sum.batches.max(1.0),
+            top_key_share: if sum.sampled > 0.0 {
+                (top / sum.sampled).min(1.0)
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// The signature's low bits are as good as random and fixed per key.
+fn sampled(h: &KeyHash) -> bool {
+    h.sig & (SAMPLE_EVERY - 1) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hkv_index::hash_key;
+
+    fn batch(keys: &[Vec<u8>], set_every: Option<usize>) -> Vec<Request<'_>> {
+        keys.iter()
+            .enumerate()
+            .map(|(i, k)| match set_every {
+                Some(n) if i % n == 0 => Request::set(k, b"0123456789"),
+                _ => Request::get(k),
+            })
+            .collect()
+    }
+
+    fn run(p: &mut Profile, keys: &[Vec<u8>], set_every: Option<usize>, per_batch: usize) {
+        for chunk in keys.chunks(per_batch) {
+            let reqs = batch(chunk, set_every);
+            let hashes: Vec<KeyHash> = reqs.iter().map(|r| hash_key(r.key)).collect();
+            let which: Vec<u32> = (0..reqs.len() as u32).collect();
+            p.observe(&reqs, &hashes, &which);
+        }
+    }
+
+    #[test]
+    fn shares_sizes_and_batches_follow_the_load() {
+        let keys: Vec<Vec<u8>> = (0..20_000)
+            .map(|i| format!("key{i:05}").into_bytes())
+            .collect();
+        let mut p = Profile::default();
+        run(&mut p, &keys, Some(4), 100);
+        let r = Profile::report([&p]);
+        assert!((r.set_share - 0.25).abs() < 0.02, "{r:?}");
+        assert!((r.get_share - 0.75).abs() < 0.02, "{r:?}");
+        assert!((r.avg_key_bytes - 8.0).abs() < 0.01, "{r:?}");
+        assert!((r.avg_value_bytes - 10.0).abs() < 0.01, "{r:?}");
+        assert!((r.avg_batch - 100.0).abs() < 1.0, "{r:?}");
+        // Uniform over 20k keys: the top keys take almost nothing.
+        assert!(r.top_key_share < 0.1, "{r:?}");
+        // The load moves to four hot keys (ones the sketch samples), all reads: the
+        // profile follows within a few half-lives.
+        let hot: Vec<Vec<u8>> = (0..)
+            .map(|i| format!("hot{i}").into_bytes())
+            .filter(|k| sampled(&hash_key(k)))
+            .take(4)
+            .collect();
+        let load: Vec<Vec<u8>> = hot.iter().cycle().take(40_000).cloned().collect();
+        run(&mut p, &load, None, 100);
+        let r = Profile::report([&p]);
+        assert!(r.get_share > 0.95, "{r:?}");
+        assert!(r.top_key_share > 0.9, "{r:?}");
+    }
+}
