@@ -72,6 +72,18 @@ fn connect(addr: SocketAddr) -> TcpStream {
     s
 }
 
+/// A read that a signal interrupted is tried again: libFuzzer's timers deliver SIGALRM to
+/// whichever thread they land on (a run once failed on EINTR here, the server was fine).
+fn read_retrying(s: &mut TcpStream, buf: &mut [u8]) -> usize {
+    loop {
+        match s.read(buf) {
+            Ok(n) => return n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => panic!("the server stopped answering: {e}"),
+        }
+    }
+}
+
 /// Sends `req` and reads until the reply ends with `end`.
 fn call(addr: SocketAddr, req: &[u8], end: &[u8]) -> Vec<u8> {
     let mut s = connect(addr);
@@ -79,7 +91,7 @@ fn call(addr: SocketAddr, req: &[u8], end: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     let mut buf = [0u8; 65536];
     while !out.ends_with(end) {
-        let n = s.read(&mut buf).expect("the server stopped answering");
+        let n = read_retrying(&mut s, &mut buf);
         assert!(n > 0, "closed before the reply ended: {:?}", String::from_utf8_lossy(&out));
         out.extend_from_slice(&buf[..n]);
     }
@@ -93,7 +105,7 @@ fn call_lines(addr: SocketAddr, req: &[u8], n: usize) -> Vec<String> {
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
     while out.windows(2).filter(|w| w == b"\r\n").count() < n {
-        let k = s.read(&mut buf).expect("the server stopped answering");
+        let k = read_retrying(&mut s, &mut buf);
         assert!(k > 0, "closed early");
         out.extend_from_slice(&buf[..k]);
     }
