@@ -38,6 +38,9 @@ command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || need+=(n
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # headless Chromium loads the admin dashboard under load.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# spymemcached and xmemcached, the Java clients, built with Maven.
+command -v java >/dev/null 2>&1 || need+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need+=(maven)
 # openssl makes the certificates the TLS client tests give hkv and memcached.
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # PoCL: the OpenCL backend is tested for real on the CPU.

@@ -60,7 +60,9 @@ pub(crate) fn plan<'a>(
             key_len: r.key.len() as u32,
         }));
     };
-    let exptime = |at: usize| r.extra_u32(at).map_or(0, |e| e as i32 as i64);
+    // Unsigned on the wire, as memcached reads it: 0xffffffff is a Unix time in 2106, not -1
+    // (found with spymemcached, whose binary set of exp -1 memcached keeps).
+    let exptime = |at: usize| r.extra_u32(at).map_or(0, i64::from);
     match r.opcode {
         op::GET | op::GETQ | op::GETK | op::GETKQ => {
             let with_key = matches!(r.opcode, op::GETK | op::GETKQ);
@@ -124,11 +126,7 @@ pub(crate) fn plan<'a>(
             // Expiration 0xffffffff means "do not create on a miss".
             let req = Request {
                 initial: (exp != u32::MAX).then_some(initial),
-                exptime: if exp == u32::MAX {
-                    0
-                } else {
-                    exp as i32 as i64
-                },
+                exptime: if exp == u32::MAX { 0 } else { i64::from(exp) },
                 ..base
             };
             engine(req, BinKind::Arith, steps);

@@ -140,3 +140,24 @@ fn quiet_gets_answer_only_hits_and_noop_ends_the_batch() {
     let (op, _, opaque, _) = packet(&mut c);
     assert_eq!((op, opaque), (0x0a, 99), "misses of quiet gets are silent");
 }
+
+#[test]
+fn regression_binary_expiration_is_unsigned() {
+    // Found with spymemcached: a binary SET with expiration 0xffffffff (an application's -1)
+    // is a Unix time in 2106 to memcached, which keeps the item; hkv read it as -1 and
+    // dropped it at once.
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    let mut set = header(0x01, 1, 8, 8 + 1 + 1, 1); // SET
+    set.extend_from_slice(&[0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff]);
+    set.extend_from_slice(b"kv");
+    c.send(&set);
+    let (op, status, _, _) = packet(&mut c);
+    assert_eq!((op, status), (0x01, 0));
+    let mut get = header(0x00, 1, 0, 1, 2);
+    get.extend_from_slice(b"k");
+    c.send(&get);
+    let (op, status, _, body) = packet(&mut c);
+    assert_eq!((op, status), (0x00, 0), "the item is kept");
+    assert_eq!(&body[4..], b"v");
+}
