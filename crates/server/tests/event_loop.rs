@@ -212,3 +212,58 @@ fn a_connection_closed_mid_send_costs_nobody_else_their_replies() {
             .contains("curr_connections"));
     }
 }
+
+fn curr_connections(c: &mut Client) -> u64 {
+    let r = c.call("stats\r\n", "END\r\n");
+    r.lines()
+        .find_map(|l| l.strip_prefix("STAT curr_connections "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("curr_connections")
+}
+
+#[test]
+fn connections_reset_mid_request_or_mid_reply_are_all_released() {
+    // Clients that vanish (RST) at every stage: before sending, mid-line, mid-value,
+    // after a large pipelined GET without reading. Each loop must release every one
+    // (its connection count, its buffers, its in-flight requests) and keep serving.
+    for io in loops() {
+        let h = Hkv::start(&["-t", "2", "-m", "64", "-c", "2000", "--io", io]);
+        let mut admin = h.connect();
+        let v = vec![b'x'; 200_000];
+        admin.send(b"set big 0 0 200000\r\n");
+        admin.send(&v);
+        admin.send(b"\r\n");
+        assert_eq!(admin.read_until(b"\r\n"), "STORED\r\n");
+        let base = curr_connections(&mut admin);
+        for round in 0..300 {
+            let s = TcpStream::connect(h.addr).unwrap();
+            let _ = s.set_nodelay(true);
+            // SO_LINGER 0: close sends a reset, as a crashed client's kernel does.
+            let _ = socket2::SockRef::from(&s).set_linger(Some(Duration::ZERO));
+            let mut s = s;
+            let _ = match round % 4 {
+                0 => Ok(()),
+                1 => s.write_all(b"get bi"),
+                2 => s.write_all(b"set half 0 0 100\r\nabc"),
+                _ => s.write_all("get big big big big\r\n".repeat(20).as_bytes()),
+            };
+            drop(s);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut now = curr_connections(&mut admin);
+        while now != base && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            now = curr_connections(&mut admin);
+        }
+        assert_eq!(now, base, "{io}: connections not released");
+        assert_eq!(
+            admin.call("set ok 0 0 2\r\nok\r\nget ok\r\n", "END\r\n"),
+            "STORED\r\nVALUE ok 0 2\r\nok\r\nEND\r\n"
+        );
+        let bufs = stat(&mut admin, "conn_buffer_bytes").unwrap();
+        assert!(
+            bufs < 4 << 20,
+            "{io}: {bufs} bytes still in connection buffers"
+        );
+    }
+}
