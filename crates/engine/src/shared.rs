@@ -424,15 +424,7 @@ impl SharedEngine {
             let part = self.lock(p);
             part.store().for_each_item(now, |c, item| {
                 if class.is_none_or(|want| want == c) {
-                    out.push(ItemSummary {
-                        key: item.key().to_vec(),
-                        len: item.value_len() as u32,
-                        expiry: item.expiry(),
-                        atime: item.atime(),
-                        cas: item.cas(),
-                        fetched: item.bits() & hkv_store::FETCHED != 0,
-                        class: c,
-                    });
+                    out.push(ItemSummary::of(c, &item));
                 }
                 out.len() < limit
             });
@@ -477,15 +469,7 @@ impl SharedEngine {
         for p in 0..self.partitions.len() {
             self.lock(p).store().for_each_item(now, |c, item| {
                 if c == class && item.cas() >= floor {
-                    out.push(ItemSummary {
-                        key: item.key().to_vec(),
-                        len: item.value_len() as u32,
-                        expiry: item.expiry(),
-                        atime: item.atime(),
-                        cas: item.cas(),
-                        fetched: item.bits() & hkv_store::FETCHED != 0,
-                        class: c,
-                    });
+                    out.push(ItemSummary::of(c, &item));
                 }
                 // Items written between the passes are newer still; the list stays bounded.
                 out.len() < 2 * limit
@@ -582,5 +566,19 @@ impl SharedEngine {
             }
         }
         out
+    }
+}
+
+impl ItemSummary {
+    fn of(class: usize, item: &hkv_store::Item<'_>) -> ItemSummary {
+        ItemSummary {
+            key: item.key().to_vec(),
+            len: item.value_len() as u32,
+            expiry: item.expiry(),
+            atime: item.atime(),
+            cas: item.cas(),
+            fetched: item.bits() & hkv_store::FETCHED != 0,
+            class,
+        }
     }
 }

@@ -60,13 +60,7 @@ impl Worker {
         router.hot_gets.fetch_add(answered, Ordering::Relaxed);
         router.express_passes.fetch_add(1, Ordering::Relaxed);
         for &t in ready {
-            if self.send(t).is_err() {
-                if let Some(c) = self.conns.get_mut(t) {
-                    c.read_closed = true;
-                    c.close_after_write = true;
-                    c.wpos = c.wbuf.len();
-                }
-            }
+            self.send_or_drop(t);
         }
     }
 }

@@ -52,6 +52,17 @@ impl Worker {
         }
     }
 
+    /// SD, and on a broken connection: what is left is dropped and it closes after the pass.
+    pub(super) fn send_or_drop(&mut self, t: usize) {
+        if self.send(t).is_err() {
+            if let Some(c) = self.conns.get_mut(t) {
+                c.read_closed = true;
+                c.close_after_write = true;
+                c.wpos = c.wbuf.len();
+            }
+        }
+    }
+
     /// SD: hands `t`'s pending replies to the kernel. Err: the connection is broken.
     pub(super) fn send(&mut self, t: usize) -> Result<(), ()> {
         let Some(c) = self.conns.get_mut(t) else {

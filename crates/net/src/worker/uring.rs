@@ -167,10 +167,7 @@ impl Worker {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
-        let conn = self
-            .conns
-            .get_mut(c.token)
-            .filter(|x| x.ring.as_ref().is_some_and(|r| r.gen == c.gen));
+        let conn = incarnation(&mut self.conns, c);
         let Some(conn) = conn else {
             // A closed connection's: only the buffer matters.
             if let Some(bid) = c.buffer {
@@ -240,10 +237,7 @@ impl Worker {
         let Some((mut buf, start)) = ring.take_send(c.user_data) else {
             return;
         };
-        let conn = self
-            .conns
-            .get_mut(c.token)
-            .filter(|x| x.ring.as_ref().is_some_and(|r| r.gen == c.gen));
+        let conn = incarnation(&mut self.conns, c);
         let Some(conn) = conn else {
             return;
         };
@@ -276,4 +270,11 @@ impl Worker {
             r.spare = Some(buf);
         }
     }
+}
+
+/// The connection a completion belongs to, unless it closed (its slot may hold a newer one).
+fn incarnation<'c>(conns: &'c mut slab::Slab<Conn>, c: &Completion) -> Option<&'c mut Conn> {
+    conns
+        .get_mut(c.token)
+        .filter(|x| x.ring.as_ref().is_some_and(|r| r.gen == c.gen))
 }

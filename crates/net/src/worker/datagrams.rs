@@ -1,0 +1,70 @@
+//! RV for UDP: datagrams taken into a worker's pass (framing: `crate::udp`).
+
+use std::io::ErrorKind;
+use std::sync::atomic::Ordering;
+
+use super::{Worker, UDP_PER_PASS};
+
+impl Worker {
+    /// RV for UDP: takes up to UDP_PER_PASS datagrams into this pass, many per system call.
+    pub(super) fn receive_udp(&mut self) {
+        let (Some(sock), Some(batch)) = (self.udp.as_ref(), self.udp_batch.as_mut()) else {
+            return;
+        };
+        if !self.udp_ready {
+            return;
+        }
+        // UDP has no connection to authenticate: with -S or -Y nothing is served over it
+        // (and nothing is answered, so no reflection).
+        let refuse = self.shared.config.sasl.is_some() || self.shared.config.authfile.is_some();
+        let stats = &self.shared.stats;
+        let reqs = &mut self.udp_reqs;
+        let mut errors: Vec<(std::net::SocketAddr, u16)> = Vec::new();
+        while reqs.len() < UDP_PER_PASS {
+            let got = batch.receive(sock, |peer, d| {
+                stats
+                    .bytes_read
+                    .fetch_add(d.len() as u64, Ordering::Relaxed);
+                if refuse {
+                    return;
+                }
+                match crate::udp::frame(d) {
+                    crate::udp::Frame::Request { id, payload_at } => {
+                        reqs.push(crate::udp::UdpRequest {
+                            peer,
+                            id,
+                            payload: d[payload_at..].to_vec(),
+                        });
+                    }
+                    crate::udp::Frame::MultiPacket { id } => errors.push((peer, id)),
+                    crate::udp::Frame::Drop => {}
+                }
+            });
+            match got {
+                Ok(n) if n < crate::udp::RECV_SLOTS => {
+                    // The socket was emptied; a datagram arriving after this raises a new
+                    // readiness edge.
+                    self.udp_ready = false;
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.udp_ready = false;
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!(error = %e, "udp receive failed");
+                    self.udp_ready = false;
+                    break;
+                }
+            }
+        }
+        for (peer, id) in errors {
+            let msg = format!("{}\r\n", hkv_proto::errors::MULTI_PACKET);
+            for dg in crate::udp::datagrams(id, msg.as_bytes()) {
+                batch.out.push((peer, dg));
+            }
+        }
+    }
+}

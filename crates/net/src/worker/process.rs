@@ -1,0 +1,310 @@
+//! PP, the engine batch and WR for the connections of one pass (and the UDP requests it
+//! took): each connection's input planned into engine requests, one batch run, the replies
+//! composed in request order.
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+
+use hkv_engine::{Request, Response, Responses};
+
+use crate::counters::TaskTimes;
+use crate::plan::{pp_plan_input, InputEnd, PassBudget, ReadMark};
+use crate::reply::unix_now;
+use crate::respond;
+use crate::sasl::Gate;
+
+use super::{Worker, PASS_ND_BUDGET, PASS_VALUE_BUDGET};
+
+/// What one pass decided for one connection.
+struct Plan {
+    token: usize,
+    steps: Range<usize>,
+    marks: Range<usize>,
+    end: InputEnd,
+    authed: bool,
+}
+
+impl Worker {
+    /// The pass's budgets for value bytes (see `plan`): deferrable reads stop at
+    /// `PASS_VALUE_BUDGET` in all and the output high-water per connection; reads that must be
+    /// answered in this pass are charged to `PASS_ND_BUDGET`.
+    pub(super) fn pass_budget(&self) -> PassBudget {
+        let l = &self.shared.config.limits;
+        let hw = self.shared.config.output_high_water;
+        PassBudget {
+            nd_left: PASS_ND_BUDGET.max(2 * l.max_item_size),
+            per_client: hw,
+            value_bound: self.shared.engine.largest_value_bound(),
+            written: 0,
+            max_item: l.max_item_size,
+        }
+    }
+
+    /// PP for every connection with input, one engine batch, then WR.
+    pub(super) fn process(&mut self, ready: &[usize]) {
+        self.process_with(ready, None);
+    }
+
+    /// PP, the engine batch and WR for `ready`; with `hot`, only each connection's leading
+    /// reads of hot keys (the hot path). Returns the engine requests run.
+    pub(super) fn process_with(
+        &mut self,
+        ready: &[usize],
+        hot: Option<&crate::hot::HotSet>,
+    ) -> u64 {
+        let t0 = std::time::Instant::now();
+        let limits = self.shared.config.limits;
+        let high_water = self.shared.config.output_high_water;
+        let now = unix_now();
+        let mut plans: Vec<Plan> = Vec::new();
+        let mut budget = self.pass_budget();
+        self.steps.clear();
+        self.marks.clear();
+        self.responses.clear();
+        self.responses.value_budget = PASS_VALUE_BUDGET.max(high_water);
+        self.responses.group_budget = high_water;
+        self.keys.reset();
+        let keys = &self.keys;
+        let sasl = self.shared.config.sasl.as_deref();
+        let authfile_users = self.shared.config.authfile.as_ref().map(|a| a.current());
+        let authfile = authfile_users.as_deref();
+        let conns = &self.conns;
+        let steps = &mut self.steps;
+        let marks = &mut self.marks;
+        let mut batch: Vec<Request<'_>> = Vec::new();
+        let only_hot = |r: &Request<'_>| {
+            matches!(r.op, hkv_engine::Op::Get | hkv_engine::Op::Gets)
+                && !r.meta.previous
+                && hot.is_some_and(|h| h.contains(r.key))
+        };
+        let only: Option<&dyn Fn(&Request<'_>) -> bool> = hot.map(|_| &only_hot as _);
+        for &t in ready {
+            let Some(c) = conns.get(t) else { continue };
+            // A client that does not read its replies stops being served, not just read.
+            if c.close_after_write || c.pending_output() >= high_water {
+                continue;
+            }
+            // The hot path takes whole requests from the head of the input only, and only
+            // from connections already past authentication (an authenticating `set` must be
+            // planned by the ordinary pass).
+            if hot.is_some()
+                && (c.cont.is_some()
+                    || c.swallow > 0
+                    || c.unparsed() == 0
+                    || ((sasl.is_some() || authfile.is_some()) && !c.authed))
+            {
+                continue;
+            }
+            let (start, mstart) = (steps.len(), marks.len());
+            let mut gate = Gate {
+                users: sasl,
+                authfile,
+                authed: c.authed,
+                cmds: 0,
+                errors: 0,
+            };
+            let p = pp_plan_input(
+                &c.rbuf[..c.rend],
+                keys,
+                c.rstart,
+                c.swallow,
+                c.binary,
+                c.cont.map(|k| k.absolute_from(c.rstart)),
+                c.scanned,
+                &limits,
+                &mut gate,
+                plans.len() as u32,
+                &mut budget,
+                &mut batch,
+                steps,
+                marks,
+                only,
+            );
+            if gate.cmds > 0 {
+                let s = &self.shared.stats;
+                s.auth_cmds.fetch_add(gate.cmds, Ordering::Relaxed);
+                s.auth_errors.fetch_add(gate.errors, Ordering::Relaxed);
+            }
+            plans.push(Plan {
+                token: t,
+                steps: start..steps.len(),
+                marks: mstart..marks.len(),
+                end: p,
+                authed: gate.authed,
+            });
+        }
+        let udp_reqs = &self.udp_reqs;
+        let mut udp_plans: Vec<(Range<usize>, Range<usize>, bool)> =
+            Vec::with_capacity(udp_reqs.len());
+        for r in udp_reqs {
+            let (start, mstart) = (steps.len(), marks.len());
+            let end = pp_plan_input(
+                &r.payload,
+                keys,
+                0,
+                0,
+                // Each datagram says for itself whether it is text or binary, as in memcached.
+                None,
+                None,
+                0,
+                &limits,
+                // UDP datagrams never reach here with -S (receive_udp drops them).
+                &mut Gate {
+                    users: None,
+                    authfile: None,
+                    authed: true,
+                    cmds: 0,
+                    errors: 0,
+                },
+                (plans.len() + udp_plans.len()) as u32,
+                &mut budget,
+                &mut batch,
+                steps,
+                marks,
+                None,
+            );
+            let unfinished = end.pos < r.payload.len() || end.cont.is_some();
+            udp_plans.push((start..steps.len(), mstart..marks.len(), unfinished));
+        }
+        let tasks = &self.shared.stats.tasks;
+        let mut t0 = TaskTimes::add(&tasks.pp, t0);
+        if let Some(router) = self.shared.config.hot.as_deref() {
+            // Hot-path reads are counted too: a key stays hot while it is read.
+            let reads = batch
+                .iter()
+                .filter(|r| matches!(r.op, hkv_engine::Op::Get | hkv_engine::Op::Gets));
+            for r in reads {
+                router.sample(self.id, r.key);
+            }
+        }
+        let ran = batch.len() as u64;
+        if !batch.is_empty() && hot.is_some() {
+            self.shared
+                .engine
+                .execute_express(&batch, now, &mut self.responses, &mut self.scratch);
+        } else if !batch.is_empty() {
+            self.shared
+                .engine
+                .execute(&batch, now, &mut self.responses, &mut self.scratch);
+            self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+            self.pass_requests += batch.len() as u64;
+            self.shared
+                .stats
+                .batched_requests
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        }
+        if self.shared.detail.enabled() {
+            use crate::stats::detail::Event;
+            let results = &self.responses.results;
+            self.shared
+                .detail
+                .record(batch.iter().zip(results.iter()).filter_map(|(r, res)| {
+                    let ev = match r.op {
+                        hkv_engine::Op::Get | hkv_engine::Op::Gets => Event::Get {
+                            hit: matches!(res, hkv_engine::Response::Value { .. }),
+                        },
+                        hkv_engine::Op::Set
+                        | hkv_engine::Op::Add
+                        | hkv_engine::Op::Replace
+                        | hkv_engine::Op::Append
+                        | hkv_engine::Op::Prepend
+                        | hkv_engine::Op::Cas => Event::Set,
+                        hkv_engine::Op::Delete => Event::Delete,
+                        _ => return None,
+                    };
+                    Some((r.key, ev))
+                }));
+        }
+        drop(batch);
+        t0 = TaskTimes::add(&tasks.engine, t0);
+        let mut stop = false;
+        for plan in plans {
+            let Some(c) = self.conns.get_mut(plan.token) else {
+                continue;
+            };
+            let mut end = plan.end;
+            let mut steps = plan.steps.clone();
+            if let Some(m) = first_deferred(&self.marks[plan.marks], &self.responses) {
+                // Answer up to the read that did not fit; the client resumes there.
+                steps.end = m.step;
+                end.pos = m.resume;
+                end.cont = m.cont;
+                end.swallow = 0;
+                end.close = false;
+                end.more = true;
+                end.scanned = 0;
+            }
+            for step in &self.steps[steps] {
+                stop |= respond::wr_compose(
+                    step,
+                    &c.rbuf,
+                    &self.responses,
+                    &self.shared,
+                    now,
+                    &mut c.wbuf,
+                );
+            }
+            c.rstart = end.pos;
+            c.cont = end.cont.map(|k| k.relative_to(end.pos));
+            c.swallow = end.swallow;
+            c.scanned = end.scanned;
+            c.close_after_write |= end.close;
+            c.want_parse = end.more;
+            c.binary = end.binary;
+            c.authed = plan.authed;
+        }
+        for (r, (range, mrange, mut unfinished)) in self.udp_reqs.iter().zip(udp_plans) {
+            let mut reply = Vec::new();
+            let mut range = range;
+            if let Some(m) = first_deferred(&self.marks[mrange], &self.responses) {
+                range.end = m.step;
+                unfinished = true;
+            }
+            for step in &self.steps[range] {
+                stop |= respond::wr_compose(
+                    step,
+                    &r.payload,
+                    &self.responses,
+                    &self.shared,
+                    now,
+                    &mut reply,
+                );
+            }
+            if unfinished {
+                // One datagram gets one pass: what did not fit in it is refused as memcached
+                // refuses a reply it cannot make room for.
+                crate::reply::line(&mut reply, hkv_proto::errors::GET_OUT_OF_MEMORY);
+            }
+            if let Some(batch) = self.udp_batch.as_mut() {
+                for dg in crate::udp::datagrams(r.id, &reply) {
+                    batch.out.push((r.peer, dg));
+                }
+            }
+        }
+        if let (Some(sock), Some(batch)) = (self.udp.as_ref(), self.udp_batch.as_mut()) {
+            // SD for UDP: every reply of the pass in as few sendmmsg calls as fit.
+            let n = batch.flush(sock);
+            self.shared
+                .stats
+                .bytes_written
+                .fetch_add(n, Ordering::Relaxed);
+        }
+        TaskTimes::add(&tasks.wr, t0);
+        if self.responses.data.capacity() > 4 << 20 {
+            // A pass of large values: do not keep their memory for the next one.
+            self.responses.data = Vec::new();
+        }
+        if stop {
+            tracing::info!("shutdown command received");
+            self.shared.stop_all();
+        }
+        ran
+    }
+}
+
+/// The first read of a client that the engine deferred (the value budget was spent).
+fn first_deferred<'m>(marks: &'m [ReadMark], res: &Responses) -> Option<&'m ReadMark> {
+    marks
+        .iter()
+        .find(|m| res.results[m.req as usize] == Response::Deferred)
+}
