@@ -85,3 +85,63 @@ def test_debian_memcached_conf_starts_hkv():
             time.sleep(0.05)
     assert not pidfile.exists(), "the pid file is removed on a clean exit"
     shutil.rmtree(base)
+
+
+def memcache_user():
+    if os.geteuid() != 0:
+        pytest.skip("-u needs root")
+    try:
+        return pwd.getpwnam("memcache")
+    except KeyError:
+        pytest.skip("no memcache user (Debian package memcached not installed)")
+
+
+def test_regression_u_drops_root_before_the_first_client():
+    """The first reply a client can get already comes from the -u user: the drop happens
+    between binding and serving, not after the workers are running."""
+    user = memcache_user()
+    for _ in range(10):
+        port = free_port()
+        proc = subprocess.Popen([HKV, "-u", "memcache", "-p", str(port), "-l", "127.0.0.1"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 10
+            while True:
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+                    s.sendall(b"version\r\n")
+                    if s.recv(100).startswith(b"VERSION"):
+                        break
+                except OSError:
+                    pass
+                assert time.time() < deadline, "not serving"
+                time.sleep(0.001)
+            status = open(f"/proc/{proc.pid}/status").read()
+            uid = next(l for l in status.splitlines() if l.startswith("Uid:")).split()[1:]
+            assert [int(u) for u in uid] == [user.pw_uid] * 4, "served before dropping root"
+            s.close()
+        finally:
+            proc.terminate()
+            assert proc.wait(timeout=10) == 0
+
+
+def test_regression_sigterm_right_after_the_pid_file_is_a_clean_stop():
+    """A SIGTERM that arrives while the server is still starting stops it cleanly: exit 0
+    and the pid file removed, as a init script that stops at once expects."""
+    user = memcache_user()
+    base = tempfile.mkdtemp(prefix="hkv-early-term-")
+    os.chmod(base, 0o755)
+    os.chown(base, user.pw_uid, user.pw_gid)
+    pidfile = pathlib.Path(base) / "hkv.pid"
+    for _ in range(10):
+        proc = subprocess.Popen([HKV, "-u", "memcache", "-p", "0", "-l", "127.0.0.1",
+                                 "-P", str(pidfile)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 10
+        while not pidfile.exists():
+            assert time.time() < deadline, "no pid file"
+            time.sleep(0.0005)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert not pidfile.exists(), "the pid file is removed on a clean stop"
+    shutil.rmtree(base)

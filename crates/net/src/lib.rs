@@ -80,6 +80,16 @@ const ACCEPT_WAKE: Token = Token(1);
 impl Server {
     /// Binds and starts the acceptor and workers.
     pub fn start(engine: SharedEngine, config: NetConfig) -> Result<Server, NetError> {
+        Self::start_after_bind(engine, config, || Ok(()))
+    }
+
+    /// [`Server::start`], running `bound` once every socket is bound and before any thread
+    /// serves: `-u` drops root there, so no client is ever served with root's rights.
+    pub fn start_after_bind(
+        engine: SharedEngine,
+        config: NetConfig,
+        bound: impl FnOnce() -> std::io::Result<()>,
+    ) -> Result<Server, NetError> {
         ensure_file_limit(config.max_connections, config.threads)?;
         let mut listeners = Vec::new();
         let mut addrs = Vec::new();
@@ -117,6 +127,7 @@ impl Server {
             })
             .transpose()?;
         let admin_addr = admin.as_ref().and_then(|s| s.server_addr().to_ip());
+        bound()?;
         let threads = config.threads.max(1);
         let io = choose_loop(config.io)?;
         let shared = Arc::new(Shared {

@@ -63,6 +63,10 @@ fn main() -> anyhow::Result<()> {
         // /dev/null, as memcached's -d does.
         nix::unistd::daemon(false, false)?;
     }
+    // Before anything can be served: a SIGTERM that comes early is then a clean stop once
+    // the server runs (the pid file removed), not the default action's instant death.
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
     if let Some(p) = &pidfile {
         std::fs::write(p, format!("{}\n", std::process::id()))
             .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
@@ -114,7 +118,8 @@ fn main() -> anyhow::Result<()> {
         ..EngineConfig::default()
     })?;
     tracing::info!(backends = ?engine.backends(), "engine ready");
-    let server = Server::start(
+    let user = cli.user.clone();
+    let server = Server::start_after_bind(
         engine,
         NetConfig {
             listen: settings.addr(),
@@ -153,10 +158,11 @@ fn main() -> anyhow::Result<()> {
             busy_poll: std::time::Duration::from_micros(settings.busy_poll_us),
             ..NetConfig::default()
         },
+        || match &user {
+            Some(user) => drop_privileges(user).map_err(std::io::Error::other),
+            None => Ok(()),
+        },
     )?;
-    if let Some(user) = &cli.user {
-        drop_privileges(user)?;
-    }
     // Tests and scripts start hkv on port 0 and read the real address from this line.
     match (server.local_addr(), &unix_socket) {
         (Some(a), _) => println!("hkv listening on {a}"),
@@ -178,8 +184,6 @@ fn main() -> anyhow::Result<()> {
     let stopper = server.stopper();
     let certs = server.refresher();
     let users = server.auth_file();
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
     std::thread::Builder::new()
         .name("hkv-signals".into())
         .spawn(move || {
