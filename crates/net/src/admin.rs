@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::reply::unix_now;
+use crate::clock::unix_now;
 use crate::shared::Shared;
 
 const DASHBOARD: &str = include_str!("dashboard.html");

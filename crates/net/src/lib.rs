@@ -6,21 +6,18 @@
 //! responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
 
 mod admin;
-mod binary;
+mod clock;
 mod config;
 mod conn;
 mod control;
 mod counters;
 mod hot;
-mod meta;
 mod plan;
-mod reply;
 mod respond;
 mod ring;
 mod sasl;
 mod shared;
 mod stats;
-mod step;
 mod stream;
 mod tls;
 mod udp;

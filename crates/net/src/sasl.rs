@@ -4,7 +4,7 @@
 
 use hkv_proto::binary::{op, sasl_plain, status, BinRequest};
 
-use crate::step::{BinStep, Step};
+use hkv_proto::step::{BinStep, Step};
 
 /// The users `-S` accepts: memcached's `MEMCACHED_SASL_PWDB` file, one `user:password` per
 /// line.

@@ -11,12 +11,12 @@ use hkv_engine::{Responses, Scratch};
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
+use crate::clock::unix_now;
 use crate::conn::Conn;
 use crate::counters::TaskTimes;
 use crate::plan::ReadMark;
-use crate::reply::unix_now;
 use crate::shared::Shared;
-use crate::step::Step;
+use hkv_proto::step::Step;
 
 mod datagrams;
 mod express;

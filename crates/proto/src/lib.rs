@@ -1,9 +1,15 @@
-//! memcached's text protocol (classic and meta commands), as pure functions over byte
-//! buffers: no I/O, no store. [`text::parse`] tells "need more bytes" apart from "bad
-//! request", and every bad request gets memcached's own error string.
+//! memcached's protocols (text, meta, binary), as pure functions over byte buffers: no I/O,
+//! no store. Per protocol, parse -> plan (engine requests and reply [`step`]s) -> compose
+//! (reply bytes from engine results). [`text::parse`] tells "need more bytes" apart from
+//! "bad request", and every bad request gets memcached's own error string.
 
 pub mod binary;
 pub mod errors;
+pub mod meta;
+pub mod reply;
+pub mod step;
+#[cfg(test)]
+mod testkit;
 pub mod text;
 pub mod udp;
 

@@ -12,7 +12,7 @@ use hkv_proto::text::{self, Command, Parsed};
 
 use super::InputEnd;
 use crate::sasl::Gate;
-use crate::step::Step;
+use hkv_proto::step::Step;
 
 pub(crate) const UNAUTHENTICATED: &str = "CLIENT_ERROR unauthenticated";
 pub(crate) const FAILURE: &str = "CLIENT_ERROR authentication failure";

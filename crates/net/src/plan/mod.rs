@@ -20,9 +20,9 @@ use hkv_engine::{Op, Request};
 use hkv_proto::binary::BinParsed;
 use hkv_proto::text::Limits;
 
-use crate::binary::Flow;
 use crate::sasl::{Gate, Verdict};
-use crate::step::Step;
+use hkv_proto::binary::Flow;
+use hkv_proto::step::Step;
 use text::{plan_get_keys, plan_text};
 
 /// Most requests taken from one connection in one pass, so one pipelining client cannot
@@ -380,7 +380,7 @@ fn plan_binary<'a>(
     steps: &mut Vec<Step>,
     gate: &mut Gate<'_>,
 ) -> bool {
-    use crate::step::BinStep;
+    use hkv_proto::step::BinStep;
     match hkv_proto::binary::parse(&buf[end.pos..], limits.max_item_size) {
         BinParsed::Incomplete => true,
         BinParsed::Close => {
@@ -415,7 +415,7 @@ fn plan_binary<'a>(
                     return true;
                 }
             }
-            match crate::binary::plan(req, buf, batch, steps) {
+            match hkv_proto::binary::plan(req, buf, batch, steps) {
                 Flow::Continue => false,
                 Flow::Barrier => {
                     end.more = true;

@@ -2,11 +2,11 @@
 //! engine requests and reply steps of every other command.
 
 use bumpalo::Bump;
-use hkv_engine::{Op, Request};
-use hkv_proto::text::{self, Command, Parsed};
+use hkv_engine::Request;
+use hkv_proto::text::{self, get_key_request, get_key_step, plan_command, Command, Parsed};
 
 use super::{Client, GetCont, InputEnd, PassBudget, ReadMark, MAX_KEYS_PER_CONN_PASS};
-use crate::step::Step;
+use hkv_proto::step::Step;
 
 /// Plans one text or meta request. Returns true if parsing must stop after it.
 pub(super) fn plan_text<'a>(
@@ -113,176 +113,27 @@ pub(super) fn plan_get_keys<'a>(
             .map_or(cont.keys_end, |n| p + n);
         let key = &buf[p..q];
         fault::panic_on_key(key);
-        let req = match cont.exptime {
-            Some(exptime) => {
-                // gat changes the item, so it is answered in this pass whatever its size.
-                let first = client.planned_nothing(batch.len(), steps.len());
-                if !client.charge(pass, client.open_reads + 1, first) {
-                    *pos = p;
-                    return false;
-                }
-                client.open_reads = 0;
-                client.open_from = batch.len() + 1;
-                let op = if cont.cas { Op::Gats } else { Op::Gat };
-                Request {
-                    exptime,
-                    ..Request::new(op, key)
-                }
+        if cont.exptime.is_some() {
+            // gat changes the item, so it is answered in this pass whatever its size.
+            let first = client.planned_nothing(batch.len(), steps.len());
+            if !client.charge(pass, client.open_reads + 1, first) {
+                *pos = p;
+                return false;
             }
-            None => {
-                let op = if cont.cas { Op::Gets } else { Op::Get };
-                marks.push(ReadMark {
-                    req: batch.len() as u32,
-                    step: steps.len(),
-                    resume: p,
-                    cont: Some(cont),
-                });
-                client.open_reads += 1;
-                Request::new(op, key)
-            }
-        };
-        batch.push(req);
-        steps.push(Step::Value {
-            idx: (batch.len() - 1) as u32,
-            key_off: p as u32,
-            key_len: key.len() as u32,
-            cas: cont.cas,
-        });
-        p = q;
-    }
-}
-
-/// Turns one command other than a multi-key read into engine requests and response steps.
-/// Returns true if parsing of this connection must pause after it until the batch has run
-/// (flush_all must see every earlier request executed, and none after it).
-fn plan_command<'a>(
-    cmd: Command<'a>,
-    buf: &'a [u8],
-    keys: &'a Bump,
-    batch: &mut Vec<Request<'a>>,
-    steps: &mut Vec<Step>,
-    close: &mut bool,
-) -> bool {
-    let mut engine = |req: Request<'a>| {
-        batch.push(req);
-        (batch.len() - 1) as u32
-    };
-    match cmd {
-        Command::Get { .. } | Command::Gat { .. } => {
-            unreachable!("multi-key reads are planned by plan_get_keys")
-        }
-        Command::Store {
-            op,
-            key,
-            flags,
-            exptime,
-            cas,
-            data,
-            noreply,
-            previous,
-        } => {
-            let mut req = Request {
-                cas,
-                ..Request::store(op, key, data, flags, exptime)
-            };
-            req.meta.previous = previous;
-            let idx = engine(req);
-            steps.push(reply_step(idx, key, buf, noreply, previous));
-        }
-        Command::Delete {
-            key,
-            noreply,
-            previous,
-        } => {
-            let mut req = Request::delete(key);
-            req.meta.previous = previous;
-            let idx = engine(req);
-            steps.push(reply_step(idx, key, buf, noreply, previous));
-        }
-        Command::Arith {
-            op,
-            key,
-            delta,
-            noreply,
-        } => {
-            let req = Request {
-                delta,
-                ..Request::new(op, key)
-            };
-            let idx = engine(req);
-            steps.push(Step::Reply { idx, noreply });
-        }
-        Command::Touch {
-            key,
-            exptime,
-            noreply,
-        } => {
-            let idx = engine(Request::touch(key, exptime));
-            steps.push(Step::Reply { idx, noreply });
-        }
-        Command::FlushAll { delay, noreply } => {
-            steps.push(Step::Flush { delay, noreply });
-            return true;
-        }
-        Command::Version => steps.push(Step::Version),
-        Command::Verbosity { noreply } => {
-            if !noreply {
-                steps.push(Step::Text("OK"));
-            }
-        }
-        Command::Quit => {
-            *close = true;
-        }
-        Command::Shutdown { graceful, invalid } => {
-            steps.push(Step::Shutdown { graceful, invalid });
-            return true;
-        }
-        Command::RefreshCerts => steps.push(Step::RefreshCerts),
-        Command::Stats { args } => {
-            // `stats detail on|off` changes what the requests after it count: they wait for
-            // the next pass, which runs once this one has answered it.
-            let detail = args.first() == Some(&&b"detail"[..]);
-            steps.push(Step::Stats(args.iter().map(|a| a.to_vec()).collect()));
-            if detail {
-                return true;
-            }
-        }
-        Command::CacheMemlimit { megabytes, noreply } => {
-            steps.push(Step::MemLimit { megabytes, noreply });
-        }
-        Command::MetaDump { classes } => steps.push(Step::MetaDump(classes)),
-        Command::SlabsReassign { from, to } => steps.push(Step::Reassign { from, to }),
-        Command::SlabsAutomove { mode } => steps.push(Step::Automove(mode)),
-        Command::Meta(m) => return crate::meta::plan_meta(m, buf, keys, batch, steps),
-        Command::Vector {
-            key,
-            vector,
-            operand,
-            noreply,
-        } => {
-            let idx = engine(Request::vector(key, vector, operand));
-            let key_off = key.as_ptr() as usize - buf.as_ptr() as usize;
-            steps.push(Step::Vector {
-                idx,
-                key_off: key_off as u32,
-                key_len: key.len() as u32,
-                noreply,
+            client.open_reads = 0;
+            client.open_from = batch.len() + 1;
+        } else {
+            marks.push(ReadMark {
+                req: batch.len() as u32,
+                step: steps.len(),
+                resume: p,
+                cont: Some(cont),
             });
+            client.open_reads += 1;
         }
-    }
-    false
-}
-
-/// The reply of a write: its status line, or for `getset`/`getdel` the previous value.
-fn reply_step(idx: u32, key: &[u8], buf: &[u8], noreply: bool, previous: bool) -> Step {
-    if !previous {
-        return Step::Reply { idx, noreply };
-    }
-    Step::Previous {
-        idx,
-        key_off: (key.as_ptr() as usize - buf.as_ptr() as usize) as u32,
-        key_len: key.len() as u32,
-        noreply,
+        batch.push(get_key_request(key, cont.cas, cont.exptime));
+        steps.push(get_key_step(batch.len() - 1, key, buf, cont.cas));
+        p = q;
     }
 }
 

@@ -8,8 +8,8 @@ mod registry;
 
 pub(crate) use registry::{metadump, stats_reply, StatsError, StatsReply};
 
-use crate::reply::line;
 use crate::shared::Shared;
+use hkv_proto::reply::line;
 
 /// `stats [group]` as text: `STAT <name> <value>` lines and `END`, memcached's words for a
 /// group it does not know.

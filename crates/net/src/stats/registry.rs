@@ -102,7 +102,7 @@ pub(crate) static GENERAL: &[Def] = defs![
     "pid", Gauge, "process id", |_| Val::U(u64::from(std::process::id()));
     "uptime", Gauge, "seconds since the server started", |s| Val::U(s.shared.started.elapsed().as_secs());
     "time", Gauge, "current Unix time", |s| Val::U(u64::from(s.now));
-    "version", Setting, "server version", |_| Val::Str(crate::reply::VERSION);
+    "version", Setting, "server version", |_| Val::Str(hkv_proto::reply::VERSION);
     "pointer_size", Setting, "bits in a pointer", |_| Val::U(u64::from(usize::BITS));
     "rusage_user", Counter, "user CPU seconds", |_| Val::Secs(rusage().0);
     "rusage_system", Counter, "system CPU seconds", |_| Val::Secs(rusage().1);
@@ -530,7 +530,7 @@ const METADUMP_MAX_BYTES: usize = 16 << 20;
 /// `lru_crawler metadump <all|ids>`: one line per live item, as memcached prints them.
 pub(crate) fn metadump(classes: Option<&[u32]>, shared: &Shared, now: u32, out: &mut Vec<u8>) {
     if shared.config.disable_dumping {
-        crate::reply::line(out, hkv_proto::errors::admin::METADUMP_DISABLED);
+        hkv_proto::reply::line(out, hkv_proto::errors::admin::METADUMP_DISABLED);
         return;
     }
     let start = out.len();

@@ -5,8 +5,8 @@ use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use crate::clock::unix_now;
 use crate::conn::Conn;
-use crate::reply::unix_now;
 use crate::shared::Shared;
 
 use super::{Worker, READ_CHUNK};

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 
 use hkv_engine::{Request, Response, Responses};
 
+use crate::clock::unix_now;
 use crate::counters::TaskTimes;
 use crate::plan::{pp_plan_input, InputEnd, PassBudget, ReadMark};
-use crate::reply::unix_now;
 use crate::respond;
 use crate::sasl::Gate;
 
@@ -273,7 +273,7 @@ impl Worker {
             if unfinished {
                 // One datagram gets one pass: what did not fit in it is refused as memcached
                 // refuses a reply it cannot make room for.
-                crate::reply::line(&mut reply, hkv_proto::errors::GET_OUT_OF_MEMORY);
+                hkv_proto::reply::line(&mut reply, hkv_proto::errors::GET_OUT_OF_MEMORY);
             }
             if let Some(batch) = self.udp_batch.as_mut() {
                 for dg in crate::udp::datagrams(r.id, &reply) {

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use mio::Events;
 
+use crate::clock::unix_now;
 use crate::conn::{Conn, RingConn};
-use crate::reply::unix_now;
 use crate::ring::{user_data, Completion, Op, Ring};
 use crate::IoMode;
 

@@ -1,14 +1,19 @@
-//! The classic text protocol and the meta commands.
+//! The classic text protocol and the meta commands' line format: parse, then plan and
+//! compose for the classic commands (the meta ones in `crate::meta`).
 
 mod command;
+mod compose;
 mod meta;
 mod parse;
 mod parsed;
+mod plan;
 pub mod previous;
 mod tokens;
 pub mod vector;
 
 pub use command::{Command, MetaCmd};
+pub use compose::compose;
 pub use hkv_types::Op;
 pub use meta::{decode_key, MetaFlags, META_FLAG_LETTERS};
 pub use parse::{parse, parse_after, Limits, Parsed};
+pub use plan::{get_key_request, get_key_step, plan_command};

@@ -1,9 +1,16 @@
-//! memcached's binary protocol (protocol-binary.txt): request framing and response headers.
+//! memcached's binary protocol (protocol-binary.txt): request framing and response headers
+//! here, planning in `plan.rs`, replies in `compose.rs`.
 //!
 //! ```text
 //!  byte 0      1       2..4     4       5        6..8            8..12      12..16  16..24
 //!     magic  opcode  key len  extras  datatype  vbucket/status  body len   opaque  cas
 //! ```
+
+mod compose;
+mod plan;
+
+pub use compose::{compose, flushed, stats};
+pub use plan::{plan, Flow};
 
 pub const REQUEST_MAGIC: u8 = 0x80;
 pub const RESPONSE_MAGIC: u8 = 0x81;
@@ -265,20 +272,7 @@ pub fn write_simple(
 mod tests {
     use super::*;
 
-    fn req(opcode: u8, extras: &[u8], key: &[u8], value: &[u8]) -> Vec<u8> {
-        let mut b = vec![REQUEST_MAGIC, opcode];
-        b.extend_from_slice(&(key.len() as u16).to_be_bytes());
-        b.push(extras.len() as u8);
-        b.push(0);
-        b.extend_from_slice(&[0, 0]);
-        b.extend_from_slice(&((extras.len() + key.len() + value.len()) as u32).to_be_bytes());
-        b.extend_from_slice(&7u32.to_be_bytes());
-        b.extend_from_slice(&0u64.to_be_bytes());
-        b.extend_from_slice(extras);
-        b.extend_from_slice(key);
-        b.extend_from_slice(value);
-        b
-    }
+    use crate::testkit::bin_request as req;
 
     #[test]
     fn frames_and_lengths() {

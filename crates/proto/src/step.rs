@@ -1,9 +1,12 @@
 //! What planning leaves for WR: one step per reply piece, in request order. Pure data, so the
 //! planners (meta, binary, text) and the composers share it without depending on each other.
+//! Steps that read or change server state (flush, stats, shutdown, memory limit, slab moves,
+//! certificates) are top-level variants, run by the server's control before composing; the
+//! rest are composed from engine results alone, here in this crate.
 
 /// One piece of a connection's reply, in request order.
 #[derive(Debug)]
-pub(crate) enum Step {
+pub enum Step {
     /// A fixed line; `\r\n` is appended.
     Text(&'static str),
     /// One key of a get: a VALUE block on a hit, nothing on a miss.
@@ -55,10 +58,21 @@ pub(crate) enum Step {
     },
     Meta(MetaStep),
     Bin(BinStep),
+    /// Binary FLUSH: the server's control runs it, then its reply is composed.
+    BinFlush {
+        delay: i64,
+        opaque: u32,
+        quiet: bool,
+    },
+    /// Binary STAT with its group (empty: the general one), answered by the server's stats.
+    BinStats {
+        opaque: u32,
+        group: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MetaKind {
+pub enum MetaKind {
     Get,
     Set,
     Delete,
@@ -67,7 +81,7 @@ pub(crate) enum MetaKind {
 
 /// What a meta reply needs from its request, with tokens kept as places in the read buffer.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Echo {
+pub struct Echo {
     /// Return-flag letters in request order.
     pub ret: [u8; 17],
     pub ret_len: u8,
@@ -80,7 +94,7 @@ pub(crate) struct Echo {
 }
 
 #[derive(Debug)]
-pub(crate) enum MetaStep {
+pub enum MetaStep {
     Noop,
     Reply {
         kind: MetaKind,
@@ -97,7 +111,7 @@ pub(crate) enum MetaStep {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BinKind {
+pub enum BinKind {
     Get { with_key: bool },
     Store,
     Delete,
@@ -106,7 +120,7 @@ pub(crate) enum BinKind {
 }
 
 #[derive(Debug)]
-pub(crate) enum BinStep {
+pub enum BinStep {
     /// A reply built from engine result `idx`.
     Engine {
         kind: BinKind,
@@ -133,14 +147,5 @@ pub(crate) enum BinStep {
         status: u16,
         opaque: u32,
         body: &'static [u8],
-    },
-    Flush {
-        delay: i64,
-        opaque: u32,
-        quiet: bool,
-    },
-    Stat {
-        opaque: u32,
-        group: Vec<u8>,
     },
 }

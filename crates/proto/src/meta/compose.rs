@@ -1,215 +1,13 @@
-//! Meta commands (mg, ms, md, ma, mn, me): planning into engine requests, and replies.
-//!
-//! Flags arrive parsed once ([`MetaFlags`]); every flag memcached 1.6 documents is served
-//! (docs/protocol.md). Return flags are echoed in request order, then `Z`, `X` and `W`, as
-//! memcached writes them.
+//! WR of the meta commands: engine results as memcached's meta replies. Return flags are
+//! echoed in request order, then `Z`, `X` and `W`, as memcached writes them.
 
 use std::io::Write;
 
-use bumpalo::Bump;
-use hkv_engine::{hit, Meta, Op, Request, Response, Responses};
-use hkv_proto::text::{decode_key, MetaCmd, MetaFlags};
+use hkv_types::{hit, Response, Responses};
 
-use crate::reply::{error_line, line, unix_now};
-use crate::step::{Echo, MetaKind, MetaStep, Step};
-
-use hkv_proto::errors::{meta::BAD_KEY, BAD_FORMAT};
-
-/// Plans one meta command. Always returns false (no barrier).
-pub(crate) fn plan_meta<'a>(
-    m: MetaCmd<'a>,
-    buf: &'a [u8],
-    keys: &'a Bump,
-    batch: &mut Vec<Request<'a>>,
-    steps: &mut Vec<Step>,
-) -> bool {
-    let off = |k: &[u8]| (k.as_ptr() as usize - buf.as_ptr() as usize) as u32;
-    let span = |k: &[u8]| (off(k), k.len() as u32);
-    // The engine's key: the token itself, or its base64 decoding kept for the pass.
-    let engine_key = |token: &'a [u8], base64: bool| -> Result<&'a [u8], &'static str> {
-        if !base64 {
-            return if hkv_proto::valid_key(token) {
-                Ok(token)
-            } else {
-                Err(BAD_FORMAT)
-            };
-        }
-        let mut k = [0u8; hkv_proto::MAX_KEY_LEN];
-        match decode_key(token, &mut k) {
-            Some(n) => Ok(keys.alloc_slice_copy(&k[..n])),
-            None => Err(BAD_KEY),
-        }
-    };
-    let (kind, token, f) = match &m {
-        MetaCmd::Noop => {
-            steps.push(Step::Meta(MetaStep::Noop));
-            return false;
-        }
-        MetaCmd::Debug { key, base64 } => {
-            match engine_key(key, *base64) {
-                Ok(k) => {
-                    batch.push(Request {
-                        meta: Meta {
-                            no_bump: true,
-                            ..Meta::default()
-                        },
-                        ..Request::gets(k)
-                    });
-                    steps.push(Step::Meta(MetaStep::Debug {
-                        idx: (batch.len() - 1) as u32,
-                        key: span(key),
-                        base64: *base64,
-                    }));
-                }
-                // me words every bad key alike.
-                Err(_) => steps.push(Step::Text(BAD_FORMAT)),
-            }
-            return false;
-        }
-        MetaCmd::Get { key, flags } => (MetaKind::Get, *key, *flags),
-        MetaCmd::Set { key, flags, .. } => (MetaKind::Set, *key, *flags),
-        MetaCmd::Delete { key, flags } => (MetaKind::Delete, *key, *flags),
-        MetaCmd::Arith { key, flags } => (MetaKind::Arith, *key, *flags),
-    };
-    let key = match engine_key(token, f.base64) {
-        Ok(k) => k,
-        Err(e) => {
-            steps.push(Step::Text(e));
-            return false;
-        }
-    };
-    let mut echo = Echo {
-        ret: [0; 17],
-        ret_len: 0,
-        key: span(token),
-        opaque: f.opaque.map_or((0, 0), span),
-        base64: f.base64,
-        quiet: f.quiet,
-        value: f.value,
-    };
-    for &l in f.returned() {
-        // mg answers every return flag; the others only these.
-        let echoed = kind == MetaKind::Get
-            || l == b'k'
-            || l == b'O'
-            || (kind == MetaKind::Set && matches!(l, b'c' | b's'))
-            // `G`: f and s describe the previous value (0 when there was none).
-            || (f.previous && matches!(kind, MetaKind::Set | MetaKind::Delete) && matches!(l, b'f' | b's'))
-            || (kind == MetaKind::Arith && matches!(l, b'c' | b't'));
-        if echoed {
-            echo.ret[echo.ret_len as usize] = l;
-            echo.ret_len += 1;
-        }
-    }
-    let req = match plan_request(&m, key, &f) {
-        Ok(r) => r,
-        Err(e) => {
-            steps.push(Step::Text(e));
-            return false;
-        }
-    };
-    batch.push(req);
-    steps.push(Step::Meta(MetaStep::Reply {
-        kind,
-        idx: (batch.len() - 1) as u32,
-        echo,
-        unless_cas: if kind == MetaKind::Get {
-            f.compare_cas
-        } else {
-            None
-        },
-    }));
-    false
-}
-
-/// The engine request of mg, ms, md or ma, from its typed flags.
-fn plan_request<'a>(
-    m: &MetaCmd<'a>,
-    key: &'a [u8],
-    f: &MetaFlags<'a>,
-) -> Result<Request<'a>, &'static str> {
-    let mut meta = Meta {
-        new_cas: f.new_cas,
-        ..Meta::default()
-    };
-    Ok(match *m {
-        MetaCmd::Get { .. } => {
-            meta.no_bump = f.no_bump;
-            meta.recache = f.recache;
-            meta.vivify = f.vivify;
-            if f.vivify.is_none() {
-                // E only matters when mg creates the item.
-                meta.new_cas = None;
-            }
-            let base = match f.ttl {
-                Some(t) => Request::new(Op::Gats, key).with_exptime(t),
-                None => Request::gets(key),
-            };
-            Request { meta, ..base }
-        }
-        MetaCmd::Set { data, .. } => {
-            meta.binary_key = f.base64;
-            let flags = f.client_flags.unwrap_or(0);
-            let ttl = f.ttl.unwrap_or(0);
-            let op = match f.mode.unwrap_or(b'S') {
-                b'S' => Op::Set,
-                b'E' => Op::Add,
-                b'R' => Op::Replace,
-                b'A' => Op::Append,
-                b'P' => Op::Prepend,
-                _ => return Err(hkv_proto::errors::meta::MS_MODE),
-            };
-            meta.invalidate = f.invalidate;
-            meta.previous = f.previous;
-            if matches!(op, Op::Append | Op::Prepend) {
-                meta.vivify = f.vivify;
-            }
-            let op = match (op, f.compare_cas) {
-                (Op::Set | Op::Replace, Some(_)) => Op::Cas,
-                (op, _) => op,
-            };
-            Request {
-                cas: f.compare_cas.unwrap_or(0),
-                meta,
-                ..Request::store(op, key, data, flags, ttl)
-            }
-        }
-        MetaCmd::Delete { .. } => {
-            meta.invalidate = f.invalidate;
-            meta.strip_value = f.strip_value;
-            meta.previous = f.previous;
-            if f.invalidate || f.strip_value {
-                meta.ttl = f.ttl;
-            }
-            Request {
-                cas: f.compare_cas.unwrap_or(0),
-                // `md x` makes its empty item with these flags (memcached's `F`, default 0).
-                flags: f.client_flags.unwrap_or(0),
-                meta,
-                ..Request::delete(key)
-            }
-        }
-        MetaCmd::Arith { .. } => {
-            let delta = f.delta.unwrap_or(1);
-            let mut req = match f.mode {
-                None | Some(b'I' | b'+') => Request::incr(key, delta),
-                Some(b'D' | b'-') => Request::decr(key, delta),
-                Some(_) => return Err(hkv_proto::errors::meta::MA_MODE),
-            };
-            if let Some(ttl) = f.vivify {
-                req.initial = Some(f.initial.unwrap_or(0));
-                req.exptime = ttl;
-            }
-            meta.ttl = f.ttl;
-            Request {
-                cas: f.compare_cas.unwrap_or(0),
-                meta,
-                ..req
-            }
-        }
-        MetaCmd::Noop | MetaCmd::Debug { .. } => unreachable!("planned by plan_meta"),
-    })
-}
+use crate::reply::{error_line, line};
+use crate::step::{Echo, MetaKind, MetaStep};
+use crate::text::decode_key;
 
 fn encode_base64(raw: &[u8]) -> String {
     use base64::Engine as _;
@@ -294,14 +92,17 @@ fn ret_flags(out: &mut Vec<u8>, e: &Echo, rbuf: &[u8], found: Option<&Found>, no
     }
 }
 
-pub(crate) fn write(
+/// The reply of one meta step. `me` reports an item's size as the store holds it: its
+/// `item_header` bytes, key and value, in the slab class `class_of` that size.
+pub fn compose(
     m: &MetaStep,
     rbuf: &[u8],
     res: &Responses,
+    now: u32,
+    item_header: usize,
     class_of: impl Fn(usize) -> usize,
     out: &mut Vec<u8>,
 ) {
-    let now = unix_now();
     match m {
         MetaStep::Noop => line(out, "MN"),
         MetaStep::Debug { idx, key, base64 } => match res.results[*idx as usize] {
@@ -314,13 +115,13 @@ pub(crate) fn write(
                 ..
             } => {
                 // The key as stored: its raw bytes, or base64 if it was stored with `b`.
-                let mut raw = [0u8; hkv_proto::MAX_KEY_LEN];
+                let mut raw = [0u8; crate::MAX_KEY_LEN];
                 let sent = token(rbuf, *key);
                 let key: &[u8] = match base64.then(|| decode_key(sent, &mut raw)).flatten() {
                     Some(n) => &raw[..n],
                     None => sent,
                 };
-                let size = hkv_store_size(key.len(), len as usize);
+                let size = item_header + key.len() + len as usize;
                 out.extend_from_slice(b"ME ");
                 if bits & hit::BINARY_KEY != 0 {
                     out.extend_from_slice(encode_base64(key).as_bytes());
@@ -364,11 +165,6 @@ pub(crate) fn write(
             out,
         ),
     }
-}
-
-/// An item's size in memory as `me` reports it: header, key and value.
-fn hkv_store_size(key_len: usize, value_len: usize) -> usize {
-    hkv_engine::ITEM_HEADER_BYTES + key_len + value_len
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -485,4 +281,54 @@ fn write_reply(
     let found = (code == "HD" || kind == MetaKind::Set).then_some(&written);
     ret_flags(out, echo, rbuf, found, now);
     out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testkit::{serve_text, Model};
+
+    fn serve(model: &mut Model, input: &str) -> String {
+        String::from_utf8(serve_text(model, input.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn return_flags_in_request_order_and_quiet_mode_as_memcached() {
+        let mut m = Model::default();
+        assert_eq!(serve(&mut m, "ms k 2 T0 F7 c\r\nhi\r\n"), "HD c1\r\n");
+        assert_eq!(
+            serve(&mut m, "mg k v f t s c k O9\r\n"),
+            "VA 2 f7 t-1 s2 c1 kk O9\r\nhi\r\n"
+        );
+        assert_eq!(serve(&mut m, "mg k s v\r\n"), "VA 2 s2\r\nhi\r\n");
+        assert_eq!(serve(&mut m, "mg k\r\n"), "HD\r\n");
+        // Misses: EN, or nothing with q; mn always answers, ending a quiet pipeline.
+        assert_eq!(
+            serve(&mut m, "mg nope v\r\nmg nope v q\r\nmn\r\n"),
+            "EN\r\nMN\r\n"
+        );
+        assert_eq!(
+            serve(&mut m, "md nope q\r\nmd k q\r\nmd k\r\n"),
+            "NF\r\nNF\r\n"
+        );
+    }
+
+    #[test]
+    fn base64_keys_are_echoed_as_sent_and_bad_ones_refused() {
+        let mut m = Model::default();
+        // "a b" is not a valid text key; base64 carries it.
+        assert_eq!(serve(&mut m, "ms YSBi 1 b\r\nx\r\n"), "HD\r\n");
+        assert_eq!(serve(&mut m, "mg YSBi b k v\r\n"), "VA 1 kYSBi b\r\nx\r\n");
+        assert!(serve(&mut m, "mg !!!! b v\r\n").starts_with("CLIENT_ERROR"));
+    }
+
+    #[test]
+    fn me_reports_the_item_as_the_store_holds_it() {
+        let mut m = Model::default();
+        serve(&mut m, "ms k 2\r\nhi\r\n");
+        // The test server's clock is 1000 and its header 48 bytes: 48 + 1 + 2.
+        assert_eq!(
+            serve(&mut m, "me k\r\nme nope\r\n"),
+            "ME k exp=-1 la=1000 cas=1 fetch=no cls=1 size=51\r\nEN\r\n"
+        );
+    }
 }
