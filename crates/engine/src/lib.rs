@@ -17,6 +17,7 @@ mod shared;
 mod stats;
 pub mod vector;
 pub mod warm;
+pub mod watch;
 
 pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use hkv_index::set_hash_seed;

@@ -97,6 +97,8 @@ pub struct Partition {
     pub(crate) budget: ValueBudget,
     /// Keys of evicted items, when asked for ([`Partition::log_evictions`]).
     evicted: Option<Vec<Vec<u8>>>,
+    /// The server's `watch` hub, for `watch evictions`.
+    watch: Option<std::sync::Arc<crate::watch::Watch>>,
     /// The workload over a sliding window (`profile_*` in `stats hkv`).
     pub(crate) profile: crate::profile::Profile,
     /// This write's MM and IN parts are timed (one in [`WRITE_SAMPLE`]).
@@ -204,6 +206,7 @@ impl Partition {
             apply_outcomes: Vec::new(),
             budget: ValueBudget::default(),
             evicted: None,
+            watch: None,
             sample_write: false,
             writes_seen: 0,
             profile: Default::default(),
@@ -259,12 +262,21 @@ impl Partition {
     /// Frees `loc` as an eviction; true if it was a live item (one to count), whose key then
     /// goes into the eviction log when one is kept.
     fn evict(&mut self, loc: Location) -> bool {
-        if let Some(log) = self.evicted.as_mut() {
+        let watched = self
+            .watch
+            .as_ref()
+            .is_some_and(|w| w.wants(crate::watch::stream::EVICTIONS));
+        if self.evicted.is_some() || watched {
             if let Some(item) = self.store.get(loc) {
-                log.push(item.key().to_vec());
+                note_eviction(&mut self.evicted, &self.watch, &item, loc, None);
             }
         }
         self.store.free(loc)
+    }
+
+    /// Where `watch evictions` lines go.
+    pub fn set_watch(&mut self, watch: std::sync::Arc<crate::watch::Watch>) {
+        self.watch = Some(watch);
     }
 
     /// Keeps the key of every evicted item (CLOCK, the index's displacement bound, signature
@@ -486,4 +498,37 @@ mod fault {
         static ON: OnceLock<bool> = OnceLock::new();
         *ON.get_or_init(|| std::env::var_os("HKV_FAULT_SKIP_FORWARDING").is_some_and(|v| v == "1"))
     }
+}
+
+/// What an eviction leaves behind: its key in the eviction log when one is kept, its line
+/// for `watch evictions` when someone watches. `now` when the caller has it.
+pub(crate) fn note_eviction(
+    log: &mut Option<Vec<Vec<u8>>>,
+    watch: &Option<std::sync::Arc<crate::watch::Watch>>,
+    item: &hkv_store::Item<'_>,
+    loc: Location,
+    now: Option<u32>,
+) {
+    if let Some(log) = log.as_mut() {
+        log.push(item.key().to_vec());
+    }
+    let Some(w) = watch.as_deref() else { return };
+    if !w.wants(crate::watch::stream::EVICTIONS) {
+        return;
+    }
+    let now = now.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as u32)
+    });
+    let class = (loc >> (32 - hkv_store::LOCATION_CLASS_BITS)) as usize;
+    w.eviction(
+        item.key(),
+        item.bits() & hkv_store::FETCHED != 0,
+        item.expiry(),
+        item.atime(),
+        class,
+        item.value_len(),
+        now,
+    );
 }

@@ -35,6 +35,8 @@ pub struct SharedEngine {
     largest_chunk: AtomicUsize,
     /// Where things lie in the arena and the memory file, for a warm-restart save.
     layout: (crate::warm::Geometry, Option<std::path::PathBuf>),
+    /// `watch` log streams; the partitions write evictions to it, the server the rest.
+    watch: Arc<crate::watch::Watch>,
 }
 
 /// Per-caller scratch, so batches allocate nothing once warm.
@@ -70,7 +72,11 @@ impl SharedEngine {
     pub fn new(config: &EngineConfig) -> Result<SharedEngine, EngineError> {
         let engine = Engine::new(config)?;
         let layout = engine.layout();
-        let (arena, parts) = engine.into_partitions();
+        let (arena, mut parts) = engine.into_partitions();
+        let watch = Arc::new(crate::watch::Watch::default());
+        for p in &mut parts {
+            p.set_watch(Arc::clone(&watch));
+        }
         let largest = parts
             .iter()
             .map(|p| p.store().stats().largest_chunk as usize)
@@ -85,7 +91,13 @@ impl SharedEngine {
             epoch: Instant::now(),
             largest_chunk: AtomicUsize::new(largest),
             layout,
+            watch,
         })
+    }
+
+    /// The `watch` log hub.
+    pub fn watch(&self) -> &crate::watch::Watch {
+        &self.watch
     }
 
     /// A clean stop's save for a warm restart (memcached's `-e`, on SIGUSR1; see

@@ -43,6 +43,14 @@ pub(crate) struct Conn {
     pub registered: Option<(usize, std::sync::Arc<std::sync::atomic::AtomicU64>)>,
     /// Served by the worker's io_uring (completions) rather than its epoll (readiness).
     pub ring: Option<RingConn>,
+    /// After `watch`: its id in the engine's watch hub; the connection only streams logs.
+    pub watch: Option<u64>,
+    /// The peer as `stats conns` names it (`tcp:ip:port`, `unix:path`), for `watch connevents`.
+    pub peer: String,
+    /// Its socket's descriptor (memcached's `cfd` in log lines).
+    pub fd: i32,
+    /// Why it is being closed, when not the peer's doing or an error (`idle_timeout`).
+    pub close_reason: Option<&'static str>,
 }
 
 /// A connection's state on the io_uring loop.
@@ -78,6 +86,10 @@ impl Conn {
             writable_registered: false,
             binary: None,
             cont: None,
+            watch: None,
+            peer: String::new(),
+            fd: -1,
+            close_reason: None,
             last_active: std::time::Instant::now(),
             scanned: 0,
             accounted: 0,

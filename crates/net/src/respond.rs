@@ -10,7 +10,8 @@ use hkv_proto::step::Step;
 use crate::control;
 use crate::shared::Shared;
 
-/// Appends the bytes of `step` to `out`. Returns true if the server must stop.
+/// Appends the bytes of `step` to `out`. Returns true if the server must stop. `watcher` is
+/// the connection's watcher slot (`None` over UDP, where `watch` cannot stream).
 pub(crate) fn wr_compose(
     step: &Step,
     rbuf: &[u8],
@@ -18,8 +19,19 @@ pub(crate) fn wr_compose(
     shared: &Shared,
     now: u32,
     out: &mut Vec<u8>,
+    watcher: Option<&mut Option<u64>>,
 ) -> bool {
     match *step {
+        Step::Watch(streams) => match watcher {
+            Some(slot) if slot.is_none() => match shared.engine.watch().add(streams) {
+                Ok(id) => {
+                    *slot = Some(id);
+                    line(out, "OK");
+                }
+                Err(e) => line(out, &e.to_string()),
+            },
+            _ => line(out, hkv_proto::errors::ERROR),
+        },
         Step::Flush { delay, noreply } => {
             control::flush_all(shared, delay, now);
             if !noreply {

@@ -24,6 +24,7 @@ mod io;
 mod process;
 mod spin;
 mod uring;
+mod watch;
 
 pub(crate) const WAKE: Token = Token(usize::MAX);
 const UDP: Token = Token(usize::MAX - 1);
@@ -51,6 +52,8 @@ pub(crate) struct Worker {
     shared: Arc<Shared>,
     _waker: Arc<Waker>,
     conns: Slab<Conn>,
+    /// Connections of this worker that are watchers (`watch`).
+    watchers: usize,
     scratch: Scratch,
     responses: Responses,
     steps: Vec<Step>,
@@ -89,6 +92,9 @@ impl Drop for Worker {
         for (_, c) in self.conns.iter_mut() {
             if let Some((key, _)) = c.registered.take() {
                 self.shared.conns.remove(key);
+            }
+            if let Some(id) = c.watch.take() {
+                self.shared.engine.watch().remove(id);
             }
         }
         self.shared
@@ -138,6 +144,7 @@ impl Worker {
             io,
             ring: None,
             completions: Vec::new(),
+            watchers: 0,
             next_gen: 0,
         })
     }
@@ -162,6 +169,11 @@ impl Worker {
             if !self.throttled.is_empty() {
                 timeout = Some(timeout.unwrap_or(THROTTLE_RETRY).min(THROTTLE_RETRY));
                 pending.append(&mut self.throttled);
+            }
+            if self.watchers > 0 {
+                // Watchers' lines are written by other threads: look for them on a tick.
+                timeout = Some(timeout.unwrap_or(watch::WATCH_TICK).min(watch::WATCH_TICK));
+                self.watchers_with_lines(&mut pending);
             }
             if let Some(limit) = idle {
                 // Wake up at least once a second to close idle connections.
@@ -342,6 +354,9 @@ impl Worker {
             .collect();
         for t in idle {
             self.shared.stats.idle_kicks.fetch_add(1, Ordering::Relaxed);
+            if let Some(c) = self.conns.get_mut(t) {
+                c.close_reason = Some("idle_timeout");
+            }
             self.close(t);
         }
     }
@@ -362,7 +377,10 @@ impl Worker {
         while let Ok(stream) = self.incoming.try_recv() {
             let token = self.conns.vacant_key();
             let (fd, addr, listen) = stream.describe();
+            watch::conn_event(self.shared.engine.watch(), fd, &addr, None);
             let mut conn = Conn::new(stream);
+            conn.peer.clone_from(&addr);
+            conn.fd = fd;
             conn.registered = Some(
                 self.shared
                     .conns
@@ -399,6 +417,19 @@ impl Worker {
             if let Some((key, _)) = c.registered.take() {
                 self.shared.conns.remove(key);
             }
+            let watch = self.shared.engine.watch();
+            if let Some(id) = c.watch.take() {
+                watch.remove(id);
+                self.watchers -= 1;
+            }
+            let reason = c
+                .close_reason
+                .unwrap_or(if c.read_closed || c.close_after_write {
+                    "normal"
+                } else {
+                    "error"
+                });
+            watch::conn_event(watch, c.fd, &c.peer, Some(reason));
             self.shared
                 .stats
                 .conn_buffer_bytes
@@ -469,6 +500,7 @@ impl Worker {
             }
         }
         self.receive_udp();
+        self.feed_watchers(ready);
         TaskTimes::add(&tasks.rv, t0);
         self.process(ready);
         self.udp_reqs.clear();

@@ -32,6 +32,8 @@ pub enum Step {
     },
     RefreshCerts,
     Stats(Vec<Vec<u8>>),
+    /// `watch`: the connection becomes a watcher of these streams (or is refused).
+    Watch(u8),
     MemLimit {
         megabytes: u64,
         noreply: bool,

@@ -508,7 +508,7 @@ impl SlabStore {
     /// and prepend build in place) and returns its location and CAS.
     ///
     /// Memory comes from the class's free list, then from a new page, then from CLOCK
-    /// eviction within the class. `on_reclaim` is called with the key and location of every
+    /// eviction within the class. `on_reclaim` is called with the item and location of every
     /// live item taken back *before* its chunk is overwritten, so the caller can drop it
     /// from the index.
     pub fn store(
@@ -518,7 +518,7 @@ impl SlabStore {
         flags: u32,
         raw_expiry: u32,
         now: u32,
-        mut on_reclaim: impl FnMut(&[u8], Location, Reclaim),
+        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Result<(Location, u64), StoreError> {
         if key.len() > MAX_KEY_LEN {
             return Err(StoreError::KeyTooLong);
@@ -587,7 +587,7 @@ impl SlabStore {
         &mut self,
         c: usize,
         now: u32,
-        on_reclaim: &mut impl FnMut(&[u8], Location, Reclaim),
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Option<u32> {
         if self.evict
             && self
@@ -662,7 +662,7 @@ impl SlabStore {
         &mut self,
         from: usize,
         now: u32,
-        on_reclaim: &mut impl FnMut(&[u8], Location, Reclaim),
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Option<Carved> {
         let class = &self.classes[from];
         let per = class.info.per_page;
@@ -686,7 +686,7 @@ impl SlabStore {
             } else {
                 Reclaim::Evicted
             };
-            on_reclaim(item.key(), encode(from, slot), why);
+            on_reclaim(&item, encode(from, slot), why);
             let class = &mut self.classes[from];
             class.items -= 1;
             class.counts.bytes -= payload;
@@ -735,7 +735,7 @@ impl SlabStore {
         from: usize,
         to: usize,
         now: u32,
-        mut on_reclaim: impl FnMut(&[u8], Location, Reclaim),
+        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Result<(), ReassignError> {
         if from >= self.classes.len() || to >= self.classes.len() {
             return Err(ReassignError::BadClass);
@@ -793,7 +793,7 @@ impl SlabStore {
         &mut self,
         c: usize,
         now: u32,
-        on_reclaim: &mut impl FnMut(&[u8], Location, Reclaim),
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Option<u32> {
         let class = &mut self.classes[c];
         let slots = class.slots();
@@ -829,7 +829,7 @@ impl SlabStore {
             } else {
                 Reclaim::Evicted
             };
-            on_reclaim(item.key(), encode(c, slot), kind);
+            on_reclaim(&item, encode(c, slot), kind);
             let payload = (item.key_len() + item.value_len()) as u64;
             let unfetched = item.bits() & FETCHED == 0;
             let has_expiry = item.expiry() != 0;
@@ -866,7 +866,7 @@ impl SlabStore {
         &mut self,
         now: u32,
         max_slots: u32,
-        mut on_reclaim: impl FnMut(&[u8], Location, Reclaim),
+        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> u32 {
         let mut freed = 0;
         let mut budget = max_slots;
@@ -880,7 +880,7 @@ impl SlabStore {
                 if chunk[OFF_STATUS] == IN_USE && is_expired(rd32(chunk, OFF_EXPIRY), now) {
                     let loc = encode(c, slot);
                     let unfetched = u64::from(chunk[OFF_BITS] & FETCHED == 0);
-                    on_reclaim(Item::new(chunk).key(), loc, Reclaim::Expired);
+                    on_reclaim(&Item::new(chunk), loc, Reclaim::Expired);
                     self.free(loc);
                     self.stats.reclaimed += 1;
                     self.stats.expired_unfetched += unfetched;

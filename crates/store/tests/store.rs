@@ -97,8 +97,8 @@ fn full_budget_evicts_unreferenced_items_first_and_reports_them() {
     let mut reclaimed = Vec::new();
     for i in 0..400u32 {
         let key = format!("key{i:05}");
-        let r = s.store(key.as_bytes(), &[&[0u8; 60]], 0, 0, NOW, |k, l, why| {
-            reclaimed.push((k.to_vec(), l, why))
+        let r = s.store(key.as_bytes(), &[&[0u8; 60]], 0, 0, NOW, |i, l, why| {
+            reclaimed.push((i.key().to_vec(), l, why))
         });
         let (loc, _) = r.unwrap();
         locs.push(loc);
@@ -131,8 +131,8 @@ fn a_class_with_no_page_and_no_budget_takes_the_only_page() {
     s.store(b"a", &[&[0u8; 10]], 0, 0, NOW, |_, _, _| {})
         .unwrap();
     let mut lost = Vec::new();
-    s.store(b"b", &[&[0u8; 1000]], 0, 0, NOW, |k, _, _| {
-        lost.push(k.to_vec())
+    s.store(b"b", &[&[0u8; 1000]], 0, 0, NOW, |i, _, _| {
+        lost.push(i.key().to_vec())
     })
     .unwrap();
     assert_eq!(lost, vec![b"a".to_vec()]);
@@ -159,12 +159,12 @@ fn expired_items_are_reclaimed_by_clock_and_by_the_sweep() {
     }
     let mut swept = Vec::new();
     assert_eq!(
-        s.sweep_expired(NOW + 4, 1000, |k, _, _| swept.push(k.to_vec())),
+        s.sweep_expired(NOW + 4, 1000, |i, _, _| swept.push(i.key().to_vec())),
         0
     );
-    let n = s.sweep_expired(NOW + 5, 7, |k, _, _| swept.push(k.to_vec()));
+    let n = s.sweep_expired(NOW + 5, 7, |i, _, _| swept.push(i.key().to_vec()));
     assert_eq!(n, 7, "the sweep is bounded per call");
-    let rest = s.sweep_expired(NOW + 5, 1000, |k, _, _| swept.push(k.to_vec()));
+    let rest = s.sweep_expired(NOW + 5, 1000, |i, _, _| swept.push(i.key().to_vec()));
     assert_eq!(n + rest, 20);
     assert_eq!(swept.len(), 20);
     assert_eq!(s.stats().curr_items, 0);
@@ -186,7 +186,7 @@ fn clock_prefers_expired_items_over_referenced_ones() {
                 0,
                 exp,
                 NOW + 2,
-                |k, _, why| evicted = Some((k.to_vec(), why)),
+                |i, _, why| evicted = Some((i.key().to_vec(), why)),
             )
             .unwrap();
         if n == 3 {
@@ -228,7 +228,7 @@ fn a_retired_item_is_uncounted_unreadable_and_kept_until_freed() {
                 0,
                 0,
                 NOW,
-                |k, l, _| seen.push((k.to_vec(), l)),
+                |i, l, _| seen.push((i.key().to_vec(), l)),
             )
             .unwrap();
         assert_ne!(l, old, "a retired chunk was handed out again");
@@ -310,8 +310,8 @@ fn a_class_without_a_page_takes_one_from_the_richest_class() {
     let before = s.stats().curr_items as usize;
     let mut lost = Vec::new();
     let (loc, _) = s
-        .store(b"big", &[&[2u8; 2000]], 0, 0, NOW, |k, _, why| {
-            lost.push((k.to_vec(), why))
+        .store(b"big", &[&[2u8; 2000]], 0, 0, NOW, |i, _, why| {
+            lost.push((i.key().to_vec(), why))
         })
         .expect("a page moves instead of out of memory");
     assert_eq!(s.get(loc).unwrap().value(), &[2u8; 2000][..]);

@@ -3,6 +3,7 @@
 //! caller's buffers; values read from the store are copied once, into [`Responses::data`].
 
 pub mod vector;
+pub mod watch;
 
 pub use vector::{Cmp, Elem, ReduceOp, Reduced, UpdateOp, Vector, VectorCall, VectorError};
 

@@ -33,13 +33,14 @@ impl Partition {
             store,
             pending,
             evicted,
+            watch,
             ..
         } = self;
-        let r = store.reassign(from, to, now, |k, l, why| {
-            if let (Some(log), Reclaim::Evicted) = (evicted.as_mut(), why) {
-                log.push(k.to_vec());
+        let r = store.reassign(from, to, now, |item, l, why| {
+            if why == Reclaim::Evicted {
+                super::note_eviction(evicted, watch, item, l, Some(now));
             }
-            forget_reclaimed(index, pending, k, l);
+            forget_reclaimed(index, pending, item.key(), l);
         });
         let settled = self.index.settle(&self.store);
         self.dropped.extend(settled);
@@ -74,8 +75,8 @@ impl Partition {
             pending,
             ..
         } = self;
-        let freed = store.sweep_expired(now, seconds * SWEEP_SLOTS_PER_SECOND, |k, l, _| {
-            forget_reclaimed(index, pending, k, l);
+        let freed = store.sweep_expired(now, seconds * SWEEP_SLOTS_PER_SECOND, |item, l, _| {
+            forget_reclaimed(index, pending, item.key(), l);
         });
         stats.expired_swept += freed as u64;
         let settled = self.index.settle(&self.store);

@@ -196,6 +196,15 @@ impl Partition {
                         self.store.set_expiry(loc, raw);
                         self.store.touch_ref(loc);
                         self.stats.touch_hits += 1;
+                        if let Some(item) = self.store.get(loc) {
+                            // What `watch fetchers` reports of the touched item.
+                            self.last = After {
+                                cas: item.cas(),
+                                len: item.value_len() as u32,
+                                expiry: raw,
+                                ..After::default()
+                            };
+                        }
                         self.store.note(loc, ClassOp::Touch);
                         Response::Touched
                     }
@@ -468,6 +477,7 @@ impl Partition {
             value_buf,
             pending,
             evicted,
+            watch,
             ..
         } = self;
         let buf: &[u8] = value_buf;
@@ -477,11 +487,11 @@ impl Partition {
             Parts::Two(0, v) => (buf, v),
             Parts::Two(_, v) => (v, buf),
         };
-        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |k, l, why| {
-            if let (Some(log), Reclaim::Evicted) = (evicted.as_mut(), why) {
-                log.push(k.to_vec());
+        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |item, l, why| {
+            if why == Reclaim::Evicted {
+                super::note_eviction(evicted, watch, item, l, Some(now));
             }
-            forget_reclaimed(index, pending, k, l);
+            forget_reclaimed(index, pending, item.key(), l);
         });
         // A device that failed inside that callback is replaced by a CPU table rebuilt from
         // the store now (the new item included, the reclaimed and retired ones not).

@@ -160,6 +160,9 @@ pub(crate) static GENERAL: &[Def] = defs![
     "evicted_unfetched", Counter, "evicted items never read", |s| Val::U(s.st.evicted_unfetched);
     "evictions", Counter, "live items evicted for memory", |s| Val::U(s.shared.engine.evictions());
     "reclaimed", Counter, "expired items whose memory was reused", |s| Val::U(s.st.reclaimed + s.e.expired_swept);
+    "log_watcher_skipped", Counter, "watch lines not sent to watchers too slow to take them", |s| Val::U(s.shared.engine.watch().skipped());
+    "log_watcher_sent", Counter, "watch lines written to watchers", |s| Val::U(s.shared.engine.watch().sent());
+    "log_watchers", Gauge, "connections in watch mode", |s| Val::U(s.shared.engine.watch().watchers() as u64);
 ];
 
 /// `stats settings`.

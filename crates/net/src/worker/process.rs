@@ -16,6 +16,10 @@ use crate::sasl::Gate;
 use super::{Worker, PASS_ND_BUDGET, PASS_VALUE_BUDGET};
 
 /// What one pass decided for one connection.
+/// The `watch` streams written from a batch's requests and results.
+const STREAMS_OF_A_BATCH: u8 =
+    hkv_engine::watch::stream::FETCHERS | hkv_engine::watch::stream::MUTATIONS;
+
 struct Plan {
     token: usize,
     steps: Range<usize>,
@@ -215,6 +219,25 @@ impl Worker {
                     Some((r.key, ev))
                 }));
         }
+        let watch = self.shared.engine.watch();
+        if watch.wants(STREAMS_OF_A_BATCH) {
+            let cfd = |group: u32| match plans.get(group as usize) {
+                Some(p) => conns.get(p.token).map_or(-1, |c| c.fd),
+                None => self.udp.as_ref().map_or(-1, |u| {
+                    use std::os::fd::AsRawFd;
+                    u.as_raw_fd()
+                }),
+            };
+            let classes = self.shared.engine.class_stats();
+            let class = |size: usize| {
+                let size = size + hkv_engine::ITEM_HEADER_BYTES;
+                classes
+                    .iter()
+                    .position(|c| c.info.chunk >= size)
+                    .map_or(0, |i| i + 1)
+            };
+            super::watch::batch_events(watch, &batch, &self.responses, now, cfd, class);
+        }
         drop(batch);
         t0 = TaskTimes::add(&tasks.engine, t0);
         let mut stop = false;
@@ -234,6 +257,7 @@ impl Worker {
                 end.more = true;
                 end.scanned = 0;
             }
+            let was_watcher = c.watch.is_some();
             for step in &self.steps[steps] {
                 stop |= respond::wr_compose(
                     step,
@@ -242,7 +266,11 @@ impl Worker {
                     &self.shared,
                     now,
                     &mut c.wbuf,
+                    Some(&mut c.watch),
                 );
+            }
+            if !was_watcher && c.watch.is_some() {
+                self.watchers += 1;
             }
             c.rstart = end.pos;
             c.cont = end.cont.map(|k| k.relative_to(end.pos));
@@ -268,6 +296,7 @@ impl Worker {
                     &self.shared,
                     now,
                     &mut reply,
+                    None,
                 );
             }
             if unfinished {

@@ -69,6 +69,11 @@ pub enum Command<'a> {
     Stats {
         args: Vec<&'a [u8]>,
     },
+    /// `watch [fetchers|mutations|evictions|connevents|deletions]...`: the connection becomes
+    /// a log stream ([`hkv_types::watch`] bits).
+    Watch {
+        streams: u8,
+    },
     /// `cache_memlimit <megabytes> [noreply]`: a new memory limit.
     CacheMemlimit {
         megabytes: u64,

@@ -297,6 +297,19 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             }
             cmd(Command::Verbosity { noreply })
         }
+        b"watch" => {
+            // Bare `watch` is `watch fetchers`, as in memcached; an unknown stream is ERROR.
+            let streams = tokens[1..]
+                .iter()
+                .try_fold(0u8, |acc, t| hkv_types::watch::parse(t).map(|s| acc | s));
+            match streams {
+                Some(0) => cmd(Command::Watch {
+                    streams: hkv_types::watch::FETCHERS,
+                }),
+                Some(streams) => cmd(Command::Watch { streams }),
+                None => Parsed::error(ERROR, line_len),
+            }
+        }
         b"stats" => cmd(Command::Stats {
             args: tokens[1..].to_vec(),
         }),

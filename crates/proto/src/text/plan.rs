@@ -107,6 +107,11 @@ pub fn plan_command<'a>(
                 return true;
             }
         }
+        Command::Watch { streams } => {
+            // Nothing after it is a request: the connection only streams logs from here.
+            steps.push(Step::Watch(streams));
+            return true;
+        }
         Command::CacheMemlimit { megabytes, noreply } => {
             steps.push(Step::MemLimit { megabytes, noreply });
         }
