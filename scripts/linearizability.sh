@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records concurrent histories against hkv and checks them with Porcupine
 # (tests/linearizability, Go): CPU and OpenCL engines, delayed index writes on, evictions forced
-# by a small -m; then a deliberately broken build (HKV_FAULT_SKIP_FORWARDING=1: reads skip the
+# by a small -m (a miss is excused only for a key `watch evictions` reported evicted); then a deliberately broken build (HKV_FAULT_SKIP_FORWARDING=1: reads skip the
 # same-key table) that the checker must reject.
 #   bash scripts/linearizability.sh [--quick]
 # Needs target/release/hkv (cargo build --release -p hkv-server) and Go.
@@ -66,8 +66,8 @@ fi
 for e in "${engines[@]}"; do
   check "$e" pass -- -- --engine "$e" -t 2 -m 64
   check "$e-delayed" pass -- -- --engine "$e" -t 2 -m 64 --batch-interval-us 200
-  check "$e-evicting" pass -allow-evicted -keys 64 -value-size 100000 -- -- \
-    --engine "$e" -t 2 -m 4 --batch-interval-us 200
+  check "$e-evicting" pass -watch-evictions -keys 64 -value-size 100000 -- -- \
+    --engine "$e" -t 2 -m 8 --batch-interval-us 200
   # KVCG's hot path: the few keys become hot and their reads skip the batch window; the
   # router is retrained every 2 ms and HKV_ROUTER_CHURN empties the hot set every other
   # epoch, so reads cross hundreds of model changes.

@@ -217,7 +217,7 @@ func TestCheckOutput(t *testing.T) {
 	old := os.Stdout
 	r, w, _ := os.Pipe()
 	os.Stdout = w
-	passed, failed := check(h, false, 5*time.Second, dir)
+	passed, failed := check(h, func(string) bool { return false }, 5*time.Second, dir)
 	w.Close()
 	os.Stdout = old
 	var out strings.Builder
@@ -235,5 +235,23 @@ func TestCheckOutput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "k.html")); err != nil {
 		t.Fatalf("no visualization: %v", err)
+	}
+}
+
+// With -watch-evictions a miss is excused only on the keys the server reported evicted.
+func TestMissesAreExcusedOnlyForReportedEvictions(t *testing.T) {
+	h := []porcupine.Operation{
+		op(0, set("a"), 0, stored, 10),
+		op(1, get(), 11, miss, 20),
+		op(0, nset("1"), 0, stored, 10),
+		op(1, nget(), 11, miss, 20),
+	}
+	old := os.Stdout
+	os.Stdout, _ = os.Open(os.DevNull)
+	defer func() { os.Stdout = old }()
+	evicted := map[string]bool{"k": true}
+	passed, failed := check(h, func(k string) bool { return evicted[k] }, 5*time.Second, "")
+	if passed != 1 || failed != 1 {
+		t.Fatalf("passed %d failed %d: want k excused and n a violation", passed, failed)
 	}
 }
