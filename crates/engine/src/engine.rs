@@ -7,10 +7,10 @@ use hkv_index::{hash_key, CpuIndex, IndexError, IndexSizing, KeyHash};
 use hkv_mem::{Arena, ArenaError};
 use hkv_store::{RestoreError, SlabStore, StoreConfig, StoreStats};
 
-use crate::partition::{Partition, ValueBudget};
+use crate::partition::Partition;
 use crate::stats::EngineStats;
 use crate::warm::{Geometry, MemoryFile, WarmImage};
-use hkv_types::{After, Request, Response, Responses};
+use hkv_types::{Request, Responses};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -305,44 +305,11 @@ impl Engine {
     /// Executes a batch on the calling thread; appends one response per request, in order.
     pub fn execute(&mut self, reqs: &[Request<'_>], now: u32, out: &mut Responses) {
         let n = self.partitions.len() as u32;
-        if n == 1 {
-            self.partitions[0].execute(reqs, now, out);
-            return;
-        }
-        self.hashes.clear();
-        self.hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
-        self.owners.clear();
-        self.owners
-            .extend(self.hashes.iter().map(|h| h.partition(n)));
-        let base = out.results.len();
-        out.results.resize(base + reqs.len(), Response::Miss);
-        out.after.resize(base + reqs.len(), After::default());
-        let Responses {
-            results,
-            after,
-            data,
-            value_budget,
-            group_budget,
-            group_bytes,
-        } = out;
-        for (p, part) in self.partitions.iter_mut().enumerate() {
-            let owners = &self.owners;
-            let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p as u32);
-            part.budget = ValueBudget {
-                total: *value_budget,
-                group: *group_budget,
-            };
-            part.run(
-                reqs,
-                &self.hashes,
-                mine,
-                now,
-                &mut results[base..],
-                &mut after[base..],
-                data,
-                group_bytes,
-            );
-        }
+        let parts = &mut self.partitions;
+        let scratch = (&mut self.hashes, &mut self.owners);
+        crate::route::run_batch(n, reqs, now, out, scratch, |p, run| {
+            run(&mut parts[p as usize])
+        });
     }
 
     /// Applies every partition's waiting index writes now.
@@ -368,15 +335,7 @@ impl Engine {
     pub fn store_stats(&self) -> StoreStats {
         let mut s = StoreStats::default();
         for p in &self.partitions {
-            let o = p.store_stats();
-            s.curr_items += o.curr_items;
-            s.total_items += o.total_items;
-            s.evictions += o.evictions;
-            s.reclaimed += o.reclaimed;
-            s.pages += o.pages;
-            s.bytes += o.bytes;
-            s.out_of_memory += o.out_of_memory;
-            s.largest_chunk = s.largest_chunk.max(o.largest_chunk);
+            s.add(&p.store_stats());
         }
         s
     }

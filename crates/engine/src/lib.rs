@@ -12,6 +12,7 @@ mod index;
 mod partition;
 mod pending;
 mod profile;
+mod route;
 mod schedule;
 mod shared;
 mod stats;

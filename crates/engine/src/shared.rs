@@ -9,15 +9,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hkv_index::{hash_key, KeyHash};
+use hkv_index::KeyHash;
 use hkv_mem::Arena;
 use hkv_store::{expiry_from_exptime, ClassInfo, ClassReport, Expiry, ReassignError, StoreStats};
 
 use crate::engine::{Engine, EngineConfig, EngineError};
-use crate::partition::{BatchTiming, Partition, ValueBudget};
+use crate::partition::{BatchTiming, Partition};
 use crate::schedule::{ScheduleStats, Scheduler};
 use crate::stats::EngineStats;
-use hkv_types::{After, Request, Response, Responses};
+use hkv_types::{Request, Responses};
 
 pub struct SharedEngine {
     arena: Arc<Arena>,
@@ -176,62 +176,16 @@ impl SharedEngine {
         scheduled: bool,
     ) {
         let n = self.partitions.len() as u32;
-        if n == 1 {
-            let timing = {
-                let mut p = self.lock(0);
-                self.set_delay(&mut p);
-                p.execute(reqs, now, out);
-                self.note_largest(&p);
-                self.pending[0].store(p.pending_writes(), Ordering::Relaxed);
-                p.take_timing()
-            };
-            if scheduled {
-                self.observe(&timing);
-            }
-            return;
-        }
         let mut timing = BatchTiming::default();
-        s.hashes.clear();
-        s.hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
-        s.owners.clear();
-        s.owners.extend(s.hashes.iter().map(|h| h.partition(n)));
-        let base = out.results.len();
-        out.results.resize(base + reqs.len(), Response::Miss);
-        out.after.resize(base + reqs.len(), After::default());
-        let Responses {
-            results,
-            after,
-            data,
-            value_budget,
-            group_budget,
-            group_bytes,
-        } = out;
-        for p in 0..n {
-            if !s.owners.contains(&p) {
-                continue;
-            }
-            let owners = &s.owners;
-            let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
+        let scratch = (&mut s.hashes, &mut s.owners);
+        crate::route::run_batch(n, reqs, now, out, scratch, |p, run| {
             let mut part = self.lock(p as usize);
             self.set_delay(&mut part);
-            part.budget = ValueBudget {
-                total: *value_budget,
-                group: *group_budget,
-            };
-            part.run(
-                reqs,
-                &s.hashes,
-                mine,
-                now,
-                &mut results[base..],
-                &mut after[base..],
-                data,
-                group_bytes,
-            );
+            run(&mut part);
             timing.add(&part.take_timing());
             self.note_largest(&part);
             self.pending[p as usize].store(part.pending_writes(), Ordering::Relaxed);
-        }
+        });
         if scheduled {
             self.observe(&timing);
         }
@@ -353,19 +307,7 @@ impl SharedEngine {
     pub fn store_stats(&self) -> StoreStats {
         let mut s = StoreStats::default();
         for p in 0..self.partitions.len() {
-            let o = self.lock(p).store_stats();
-            s.curr_items += o.curr_items;
-            s.total_items += o.total_items;
-            s.evictions += o.evictions;
-            s.reclaimed += o.reclaimed;
-            s.pages += o.pages;
-            s.bytes += o.bytes;
-            s.out_of_memory += o.out_of_memory;
-            s.evicted_unfetched += o.evicted_unfetched;
-            s.pages_moved += o.pages_moved;
-            s.page_move_evictions += o.page_move_evictions;
-            s.expired_unfetched += o.expired_unfetched;
-            s.largest_chunk = s.largest_chunk.max(o.largest_chunk);
+            s.add(&self.lock(p).store_stats());
         }
         s
     }

@@ -74,6 +74,24 @@ pub struct StoreStats {
     pub largest_chunk: u64,
 }
 
+impl StoreStats {
+    /// Adds another store's figures (partitions summed into one report).
+    pub fn add(&mut self, o: &StoreStats) {
+        self.curr_items += o.curr_items;
+        self.total_items += o.total_items;
+        self.evictions += o.evictions;
+        self.reclaimed += o.reclaimed;
+        self.pages += o.pages;
+        self.bytes += o.bytes;
+        self.out_of_memory += o.out_of_memory;
+        self.pages_moved += o.pages_moved;
+        self.page_move_evictions += o.page_move_evictions;
+        self.evicted_unfetched += o.evicted_unfetched;
+        self.expired_unfetched += o.expired_unfetched;
+        self.largest_chunk = self.largest_chunk.max(o.largest_chunk);
+    }
+}
+
 struct Class {
     info: ClassInfo,
     pages: Vec<Carved>,

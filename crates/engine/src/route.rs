@@ -1,0 +1,62 @@
+//! Routing a batch to the partitions that own its keys, shared by the single-threaded
+//! [`crate::Engine`] and the [`crate::SharedEngine`] workers use: they differ only in how
+//! they reach a partition (a `&mut` or a lock), not in how a batch is split.
+
+use hkv_index::{hash_key, KeyHash};
+use hkv_types::{After, Request, Response, Responses};
+
+use crate::partition::{Partition, ValueBudget};
+
+/// Runs `reqs` on `n` partitions: each key's requests on its owner, in arrival order, each
+/// partition's share as one run. `with` gives access to partition `p` for the call it is
+/// handed (the shared engine locks it around that call). Appends one response per request.
+pub(crate) fn run_batch(
+    n: u32,
+    reqs: &[Request<'_>],
+    now: u32,
+    out: &mut Responses,
+    (hashes, owners): (&mut Vec<KeyHash>, &mut Vec<u32>),
+    mut with: impl FnMut(u32, &mut dyn FnMut(&mut Partition)),
+) {
+    if n == 1 {
+        with(0, &mut |p| p.execute(reqs, now, out));
+        return;
+    }
+    hashes.clear();
+    hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
+    owners.clear();
+    owners.extend(hashes.iter().map(|h| h.partition(n)));
+    let base = out.results.len();
+    out.results.resize(base + reqs.len(), Response::Miss);
+    out.after.resize(base + reqs.len(), After::default());
+    let Responses {
+        results,
+        after,
+        data,
+        value_budget,
+        group_budget,
+        group_bytes,
+    } = out;
+    for p in 0..n {
+        if !owners.contains(&p) {
+            continue;
+        }
+        with(p, &mut |part| {
+            let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
+            part.budget = ValueBudget {
+                total: *value_budget,
+                group: *group_budget,
+            };
+            part.run(
+                reqs,
+                hashes,
+                mine,
+                now,
+                &mut results[base..],
+                &mut after[base..],
+                data,
+                group_bytes,
+            );
+        });
+    }
+}
