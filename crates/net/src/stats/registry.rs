@@ -192,6 +192,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "maxconns_fast", Setting, "connections over -c are refused at once", |_| Val::Str("yes");
     "hashpower_init", Setting, "log2 of the index slots, fixed at start", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));
     "slab_reassign", Setting, "pages move between classes", |_| Val::Str("yes");
+    "watcher_logbuf_size", Setting, "bytes of watch lines kept per watcher", |_| Val::U(hkv_engine::watch::WATCHER_BUFFER as u64);
     "slab_automove", Setting, "a class without a page takes one from another (slabs automove)", |s| Val::U(u64::from(s.shared.engine.automove()));
     "slab_chunk_max", Setting, "largest chunk (one per page)", |s| Val::U((s.shared.config.page_size - 8) as u64);
     "hash_algorithm", Setting, "key hash", |_| Val::Str("xxh3");
