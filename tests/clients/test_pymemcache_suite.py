@@ -1,0 +1,42 @@
+"""pymemcache's own integration tests (shipped inside the package, pymemcache/test/
+test_integration.py: every client class, serializers, large values, errors) run unchanged
+against hkv, as its authors run them against memcached, and against memcached 1.6 beside it:
+both must pass the same tests."""
+import os
+import re
+import subprocess
+import sys
+
+import pymemcache
+import pytest
+
+from conftest import start_hkv, start_memcached
+
+SUITE = os.path.join(os.path.dirname(pymemcache.__file__), "test", "test_integration.py")
+
+
+def run_suite(server):
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", SUITE,
+         "--server", "127.0.0.1", "--port", str(server.port)],
+        capture_output=True, text=True, timeout=300,
+    ).stdout
+    summary = out.strip().splitlines()[-1]
+    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", summary)}
+    return counts, out
+
+
+@pytest.mark.skipif(not os.path.exists(SUITE), reason="this pymemcache ships without its tests")
+def test_pymemcache_integration_suite_passes_on_hkv_as_on_memcached():
+    mc = start_memcached("-t", "2")
+    try:
+        theirs, _ = run_suite(mc)
+    finally:
+        mc.stop()
+    hkv = start_hkv("-t", "2")
+    try:
+        ours, out = run_suite(hkv)
+    finally:
+        hkv.stop()
+    assert ours.get("failed", 0) == 0 and ours.get("error", 0) == 0, out[-3000:]
+    assert ours.get("passed", 0) >= 100 and ours == theirs, (ours, theirs)
