@@ -106,7 +106,7 @@ fn main() -> anyhow::Result<()> {
     let page_size = settings.page_size();
     let engine = SharedEngine::new(&EngineConfig {
         memory_bytes: memory,
-        partitions: settings.threads as u32,
+        partitions: settings.partitions() as u32,
         page_size,
         growth_factor: settings.growth_factor,
         backend: settings.backend(),
@@ -117,7 +117,7 @@ fn main() -> anyhow::Result<()> {
         memory_file,
         ..EngineConfig::default()
     })?;
-    tracing::info!(backends = ?engine.backends(), "engine ready");
+    tracing::info!(backends = ?engine.backends(), partitions = engine.partitions(), "engine ready");
     let user = cli.user.clone();
     let server = Server::start_after_bind(
         engine,
