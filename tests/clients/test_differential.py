@@ -55,6 +55,13 @@ SCRIPTS = [
     b"set a 0 0 1\r\n1\r\nslabs reassign 1 2\r\nslabs reassign 1 1\r\nslabs reassign 99 1\r\nslabs reassign 5 1\r\nslabs reassign x 1\r\nslabs reassign 1\r\nslabs automove 0\r\nslabs automove 1\r\nslabs automove 3\r\nslabs\r\nslabs reassign -1 3\r\n",
     b"cache_memlimit 100\r\ncache_memlimit\r\ncache_memlimit x\r\ncache_memlimit 100 noreply\r\ncache_memlimit 1\r\nstats cachedump 1\r\nstats cachedump 99 1\r\nstats cachedump x 1\r\nstats reset\r\nstats sizes\r\nstats bogus\r\n",
     b"lru_crawler metadump bogus\r\nget a\r\nGET / HTTP/1.0\r\n",
+    # lru_crawler: one crawl per script (memcached answers BUSY while one runs); disable and
+    # enable answer by the timing of memcached's thread, so crates/server/tests/crawler.rs
+    # checks them against its source instead.
+    b"lru_crawler crawl 0\r\nlru_crawler crawl 64\r\nlru_crawler crawl abc\r\nlru_crawler crawl\r\n"
+    b"lru_crawler crawl all noreply\r\nlru_crawler sleep 100\r\nlru_crawler sleep 2000000\r\n"
+    b"lru_crawler sleep x\r\nlru_crawler tocrawl 0\r\nlru_crawler tocrawl -1\r\nlru_crawler enable\r\n"
+    b"lru_crawler bogus\r\nlru_crawler\r\nlru_crawler crawl 1,2\r\n",
     # bad tokens
     b"mg a N\r\nmg a Nx\r\nmg a Tx\r\nmg a Rx\r\nmg a Cx\r\nms a 1 Fx\r\nx\r\nmg a v v\r\nmg a P L Lfoo v\r\n",
 ]

@@ -40,5 +40,5 @@ pub use partition::placement::VectorPlacement;
 pub use partition::Partition;
 pub use profile::ProfileReport;
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};
-pub use shared::{ClassStats, ItemSummary, Scratch, SharedEngine};
+pub use shared::{ClassStats, CrawlerDisabled, CrawlerReport, ItemSummary, Scratch, SharedEngine};
 pub use stats::EngineStats;

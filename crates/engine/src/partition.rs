@@ -97,6 +97,8 @@ pub struct Partition {
     pub(crate) budget: ValueBudget,
     /// Keys of evicted items, when asked for ([`Partition::log_evictions`]).
     evicted: Option<Vec<Vec<u8>>>,
+    /// The background expiry sweep runs (`lru_crawler enable`, the default).
+    sweep_on: bool,
     /// The server's `watch` hub, for `watch evictions`.
     watch: Option<std::sync::Arc<crate::watch::Watch>>,
     /// The workload over a sliding window (`profile_*` in `stats hkv`).
@@ -207,6 +209,7 @@ impl Partition {
             budget: ValueBudget::default(),
             evicted: None,
             watch: None,
+            sweep_on: true,
             sample_write: false,
             writes_seen: 0,
             profile: Default::default(),

@@ -40,3 +40,37 @@ pub(crate) fn reassign(shared: &Shared, from: i64, to: i64, now: u32) -> Result<
         .reassign(class(from), class(to), now)
         .map_err(|e| e.to_string())
 }
+
+/// `lru_crawler crawl|sleep|tocrawl|enable|disable`: memcached's replies. Class ids arrive
+/// 1-based (checked by the parser).
+pub(crate) fn crawler(shared: &Shared, op: &hkv_proto::step::CrawlerOp, now: u32) -> &'static str {
+    use hkv_proto::errors::admin::CRAWLER_START_FAILED;
+    use hkv_proto::step::CrawlerOp;
+    let engine = &shared.engine;
+    match op {
+        CrawlerOp::Crawl(ids) => {
+            let classes: Option<Vec<usize>> = ids
+                .as_ref()
+                .map(|ids| ids.iter().map(|&c| c as usize - 1).collect());
+            match engine.crawl(classes.as_deref(), now) {
+                Ok(_) => "OK",
+                Err(_) => hkv_proto::errors::admin::CRAWLER_DISABLED,
+            }
+        }
+        CrawlerOp::Sleep(us) => {
+            engine.set_crawler_sleep(*us);
+            "OK"
+        }
+        CrawlerOp::ToCrawl(n) => {
+            engine.set_crawler_tocrawl(*n);
+            "OK"
+        }
+        CrawlerOp::Enable if engine.set_crawler(true) => "OK",
+        CrawlerOp::Enable => CRAWLER_START_FAILED,
+        // memcached stops a stopped crawler without complaint.
+        CrawlerOp::Disable => {
+            engine.set_crawler(false);
+            "OK"
+        }
+    }
+}

@@ -89,6 +89,7 @@ pub(crate) fn wr_compose(
             shared.engine.set_automove(mode != 0);
             line(out, "OK");
         }
+        Step::Crawler(ref op) => line(out, control::crawler(shared, op, now)),
         Step::MetaDump(ref classes) => crate::stats::metadump(classes.as_deref(), shared, now, out),
         Step::Meta(ref m) => {
             // `me` reports the slab class an item of its size lives in.

@@ -57,6 +57,9 @@ pub mod admin {
     pub const DETAIL_USAGE: &str = "CLIENT_ERROR usage: stats detail on|off|dump";
     pub const MEMLIMIT_TOO_SMALL: &str = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
     pub const BAD_CLASS_ID: &str = "BADCLASS invalid class id";
+    pub const CRAWLER_DISABLED: &str = "CLIENT_ERROR lru crawler disabled";
+    pub const CRAWLER_SLEEP: &str = "CLIENT_ERROR sleep must be one second or less";
+    pub const CRAWLER_START_FAILED: &str = "ERROR failed to start lru crawler thread";
     /// With `-X`.
     pub const CACHEDUMP_DISABLED: &str = "CLIENT_ERROR stats cachedump not allowed";
     pub const METADUMP_DISABLED: &str = "ERROR metadump not allowed";

@@ -39,6 +39,8 @@ pub enum Step {
         noreply: bool,
     },
     MetaDump(Option<Vec<u32>>),
+    /// `lru_crawler crawl|sleep|tocrawl|enable|disable`.
+    Crawler(CrawlerOp),
     Reassign {
         from: i64,
         to: i64,
@@ -150,4 +152,17 @@ pub enum BinStep {
         opaque: u32,
         body: &'static [u8],
     },
+}
+
+/// What an `lru_crawler` command asks of memcached's LRU crawler (hkv's expiry sweep).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CrawlerOp {
+    /// `crawl <all|ids>`: reclaim expired items now; `None` is every class.
+    Crawl(Option<Vec<u32>>),
+    /// `sleep <microseconds>` between items (at most a second).
+    Sleep(u32),
+    /// `tocrawl <n>`: items checked per class per crawl, 0 for all.
+    ToCrawl(u32),
+    Enable,
+    Disable,
 }

@@ -69,6 +69,8 @@ pub struct StoreStats {
     /// Evicted or expired before anyone read them (memcached's names).
     pub evicted_unfetched: u64,
     pub expired_unfetched: u64,
+    /// Chunks the expiry sweep and crawls have examined (memcached's `crawler_items_checked`).
+    pub crawler_checked: u64,
     /// Chunk size of the largest class that has ever had a page: no value stored, now or
     /// before, is longer (pages never leave a class), so it bounds what a read can return.
     pub largest_chunk: u64,
@@ -88,6 +90,7 @@ impl StoreStats {
         self.page_move_evictions += o.page_move_evictions;
         self.evicted_unfetched += o.evicted_unfetched;
         self.expired_unfetched += o.expired_unfetched;
+        self.crawler_checked += o.crawler_checked;
         self.largest_chunk = self.largest_chunk.max(o.largest_chunk);
     }
 }
@@ -894,18 +897,7 @@ impl SlabStore {
             let (c, mut slot) = self.sweep_at;
             let limit = self.classes[c].bump;
             while budget > 0 && slot < limit {
-                let chunk = self.classes[c].chunk(slot);
-                if chunk[OFF_STATUS] == IN_USE && is_expired(rd32(chunk, OFF_EXPIRY), now) {
-                    let loc = encode(c, slot);
-                    let unfetched = u64::from(chunk[OFF_BITS] & FETCHED == 0);
-                    on_reclaim(&Item::new(chunk), loc, Reclaim::Expired);
-                    self.free(loc);
-                    self.stats.reclaimed += 1;
-                    self.stats.expired_unfetched += unfetched;
-                    self.classes[c].counts.reclaimed += 1;
-                    self.classes[c].counts.expired_unfetched += unfetched;
-                    freed += 1;
-                }
+                freed += u32::from(self.reclaim_if_expired(c, slot, now, &mut on_reclaim));
                 slot += 1;
                 budget -= 1;
             }
@@ -916,7 +908,65 @@ impl SlabStore {
                 self.sweep_at = (c, slot);
             }
         }
+        self.stats.crawler_checked += u64::from(max_slots - budget);
         freed
+    }
+
+    /// memcached's `lru_crawler crawl`: every chunk of `classes` (0-based; all when `None`),
+    /// at most `per_class` of each (0: no limit), the expired ones freed through `on_reclaim`.
+    /// Returns how many it freed.
+    pub fn crawl(
+        &mut self,
+        now: u32,
+        classes: Option<&[usize]>,
+        per_class: u32,
+        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> u32 {
+        let all: Vec<usize> = match classes {
+            Some(list) => list
+                .iter()
+                .copied()
+                .filter(|&c| c < self.classes.len())
+                .collect(),
+            None => (0..self.classes.len()).collect(),
+        };
+        let mut freed = 0;
+        for c in all {
+            let limit = self.classes[c].bump;
+            let end = if per_class == 0 {
+                limit
+            } else {
+                limit.min(per_class)
+            };
+            for slot in 0..end {
+                freed += u32::from(self.reclaim_if_expired(c, slot, now, &mut on_reclaim));
+            }
+            self.stats.crawler_checked += u64::from(end);
+        }
+        freed
+    }
+
+    /// Frees chunk `slot` of class `c` if it holds an expired item; true if it did.
+    fn reclaim_if_expired(
+        &mut self,
+        c: usize,
+        slot: u32,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> bool {
+        let chunk = self.classes[c].chunk(slot);
+        if chunk[OFF_STATUS] != IN_USE || !is_expired(rd32(chunk, OFF_EXPIRY), now) {
+            return false;
+        }
+        let loc = encode(c, slot);
+        let unfetched = u64::from(chunk[OFF_BITS] & FETCHED == 0);
+        on_reclaim(&Item::new(chunk), loc, Reclaim::Expired);
+        self.free(loc);
+        self.stats.reclaimed += 1;
+        self.stats.expired_unfetched += unfetched;
+        self.classes[c].counts.reclaimed += 1;
+        self.classes[c].counts.expired_unfetched += unfetched;
+        true
     }
 
     /// Every live, unexpired item with its class index, in storage order, until `f` says

@@ -57,9 +57,10 @@ impl Partition {
         self.store.set_evictions(on);
     }
 
-    /// Background expiry, bounded per call; runs when the clock has moved on.
+    /// Background expiry, bounded per call; runs when the clock has moved on (and the
+    /// crawler is enabled: `lru_crawler disable` stops it, as it stops memcached's).
     pub(super) fn maybe_sweep(&mut self, now: u32) {
-        if now <= self.last_sweep {
+        if now <= self.last_sweep || !self.sweep_on {
             return;
         }
         let seconds = if self.last_sweep == 0 {
@@ -82,5 +83,30 @@ impl Partition {
         let settled = self.index.settle(&self.store);
         self.dropped.extend(settled);
         self.free_dropped();
+    }
+
+    /// `lru_crawler crawl`: frees every expired item of `classes` (0-based; all when `None`)
+    /// now, at most `per_class` chunks of each examined (0: all). Returns how many it freed.
+    pub fn crawl(&mut self, classes: Option<&[usize]>, per_class: u32, now: u32) -> u32 {
+        let Partition {
+            index,
+            store,
+            stats,
+            pending,
+            ..
+        } = self;
+        let freed = store.crawl(now, classes, per_class, |item, l, _| {
+            forget_reclaimed(index, pending, item.key(), l);
+        });
+        stats.expired_swept += u64::from(freed);
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
+        freed
+    }
+
+    /// Turns the background expiry sweep on or off (`lru_crawler enable|disable`).
+    pub fn set_sweep(&mut self, on: bool) {
+        self.sweep_on = on;
     }
 }

@@ -151,6 +151,8 @@ pub(crate) static GENERAL: &[Def] = defs![
     "slab_reassign_busy_items", Counter, "items a page move found in use (moves wait for none)", |_| Val::U(0);
     "slab_reassign_running", Gauge, "a page move in progress (they run inline)", |_| Val::U(0);
     "slabs_moved", Counter, "pages moved between slab classes", |s| Val::U(s.st.pages_moved);
+    "lru_crawler_running", Gauge, "a crawl in progress (crawls run inline, within one request)", |_| Val::U(0);
+    "lru_crawler_starts", Counter, "lru_crawler crawl requests run", |s| Val::U(s.shared.engine.crawler().starts);
     "slab_reassign_evictions", Counter, "items evicted to move their page", |s| Val::U(s.st.page_move_evictions);
     "bytes", Gauge, "key and value bytes stored", |s| Val::U(s.st.bytes);
     "curr_items", Gauge, "items stored", |s| Val::U(s.st.curr_items);
@@ -159,7 +161,9 @@ pub(crate) static GENERAL: &[Def] = defs![
     "expired_unfetched", Counter, "expired items never read", |s| Val::U(s.st.expired_unfetched);
     "evicted_unfetched", Counter, "evicted items never read", |s| Val::U(s.st.evicted_unfetched);
     "evictions", Counter, "live items evicted for memory", |s| Val::U(s.shared.engine.evictions());
-    "reclaimed", Counter, "expired items whose memory was reused", |s| Val::U(s.st.reclaimed + s.e.expired_swept);
+    "reclaimed", Counter, "expired items whose memory was reused (the sweep's are crawler_reclaimed)", |s| Val::U(s.st.reclaimed.saturating_sub(s.e.expired_swept));
+    "crawler_reclaimed", Counter, "expired items freed by the expiry sweep and crawls", |s| Val::U(s.e.expired_swept);
+    "crawler_items_checked", Counter, "chunks the expiry sweep and crawls examined", |s| Val::U(s.st.crawler_checked);
     "log_watcher_skipped", Counter, "watch lines not sent to watchers too slow to take them", |s| Val::U(s.shared.engine.watch().skipped());
     "log_watcher_sent", Counter, "watch lines written to watchers", |s| Val::U(s.shared.engine.watch().sent());
     "log_watchers", Gauge, "connections in watch mode", |s| Val::U(s.shared.engine.watch().watchers() as u64);
@@ -192,6 +196,9 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "maxconns_fast", Setting, "connections over -c are refused at once", |_| Val::Str("yes");
     "hashpower_init", Setting, "log2 of the index slots, fixed at start", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));
     "slab_reassign", Setting, "pages move between classes", |_| Val::Str("yes");
+    "lru_crawler", Setting, "the expiry sweep runs (lru_crawler enable|disable)", |s| Val::Str(if s.shared.engine.crawler().enabled { "yes" } else { "no" });
+    "lru_crawler_sleep", Setting, "lru_crawler sleep (recorded; crawls do not pause)", |s| Val::U(u64::from(s.shared.engine.crawler().sleep_us));
+    "lru_crawler_tocrawl", Setting, "chunks examined per class per crawl (0: all)", |s| Val::U(u64::from(s.shared.engine.crawler().tocrawl));
     "watcher_logbuf_size", Setting, "bytes of watch lines kept per watcher", |_| Val::U(hkv_engine::watch::WATCHER_BUFFER as u64);
     "slab_automove", Setting, "a class without a page takes one from another (slabs automove)", |s| Val::U(u64::from(s.shared.engine.automove()));
     "slab_chunk_max", Setting, "largest chunk (one per page)", |s| Val::U((s.shared.config.page_size - 8) as u64);

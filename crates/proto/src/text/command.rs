@@ -92,6 +92,8 @@ pub enum Command<'a> {
     MetaDump {
         classes: Option<Vec<u32>>,
     },
+    /// The other `lru_crawler` commands.
+    Crawler(crate::step::CrawlerOp),
     Meta(MetaCmd<'a>),
     /// `vupdate`, `vupdatev`, `vreduce`, `vfilter` (hkv's extension): `operand` is the data
     /// block of `vupdatev`.

@@ -4,6 +4,7 @@ use super::command::Command;
 use super::parsed::bad_format;
 pub use super::parsed::{Limits, Parsed};
 use super::tokens::{parse_i32, parse_u32, parse_u64, split};
+use crate::step::CrawlerOp;
 use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
 use hkv_types::Op;
 
@@ -346,6 +347,32 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     None => Parsed::error(crate::errors::admin::BAD_CLASS_ID, line_len),
                 }
             }
+            (Some(b"crawl"), Some(list)) if n == 3 => {
+                let ids: Option<Vec<u32>> = if list == b"all" {
+                    None
+                } else {
+                    match list
+                        .split(|&b| b == b',')
+                        .map(|t| parse_u32(t).filter(|&c| (1..64).contains(&c)))
+                        .collect::<Option<Vec<u32>>>()
+                    {
+                        Some(ids) => Some(ids),
+                        None => return Parsed::error(crate::errors::admin::BAD_CLASS_ID, line_len),
+                    }
+                };
+                cmd(Command::Crawler(CrawlerOp::Crawl(ids)))
+            }
+            (Some(b"sleep"), Some(t)) if n == 3 => match parse_u32(t) {
+                Some(us) if us <= 1_000_000 => cmd(Command::Crawler(CrawlerOp::Sleep(us))),
+                Some(_) => Parsed::error(crate::errors::admin::CRAWLER_SLEEP, line_len),
+                None => Parsed::error(BAD_FORMAT, line_len),
+            },
+            (Some(b"tocrawl"), Some(t)) if n == 3 => match parse_u32(t) {
+                Some(k) => cmd(Command::Crawler(CrawlerOp::ToCrawl(k))),
+                None => Parsed::error(BAD_FORMAT, line_len),
+            },
+            (Some(b"enable"), None) => cmd(Command::Crawler(CrawlerOp::Enable)),
+            (Some(b"disable"), None) => cmd(Command::Crawler(CrawlerOp::Disable)),
             _ => Parsed::error(ERROR, line_len),
         },
         // A web browser or an HTTP client aimed at the cache port: memcached hangs up

@@ -116,6 +116,7 @@ pub fn plan_command<'a>(
             steps.push(Step::MemLimit { megabytes, noreply });
         }
         Command::MetaDump { classes } => steps.push(Step::MetaDump(classes)),
+        Command::Crawler(op) => steps.push(Step::Crawler(op)),
         Command::SlabsReassign { from, to } => steps.push(Step::Reassign { from, to }),
         Command::SlabsAutomove { mode } => steps.push(Step::Automove(mode)),
         Command::Meta(m) => return crate::meta::plan_meta(m, buf, keys, batch, steps),
