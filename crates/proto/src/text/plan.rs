@@ -254,4 +254,36 @@ mod tests {
         assert!(batch[0].meta.previous && batch[0].op == Op::Delete);
         assert!(matches!(steps[0], Step::Previous { key_len: 1, .. }));
     }
+
+    #[test]
+    fn lru_crawler_commands_become_control_steps_and_bad_ids_are_refused() {
+        use crate::step::CrawlerOp;
+        let (_, steps, ..) = plan_one(b"lru_crawler crawl 1,63\r\n");
+        assert!(matches!(&steps[0], Step::Crawler(CrawlerOp::Crawl(Some(ids))) if ids == &[1, 63]));
+        let (_, steps, ..) = plan_one(b"lru_crawler crawl all\r\n");
+        assert!(matches!(&steps[0], Step::Crawler(CrawlerOp::Crawl(None))));
+        let (_, steps, ..) = plan_one(b"lru_crawler tocrawl 7\r\n");
+        assert!(matches!(&steps[0], Step::Crawler(CrawlerOp::ToCrawl(7))));
+        for (line, error) in [
+            (
+                &b"lru_crawler crawl 64\r\n"[..],
+                "BADCLASS invalid class id",
+            ),
+            (b"lru_crawler crawl 1,x\r\n", "BADCLASS invalid class id"),
+            (
+                b"lru_crawler sleep 1000001\r\n",
+                "CLIENT_ERROR sleep must be one second or less",
+            ),
+            (
+                b"lru_crawler tocrawl -1\r\n",
+                "CLIENT_ERROR bad command line format",
+            ),
+            (b"lru_crawler crawl all noreply\r\n", "ERROR"),
+        ] {
+            assert!(
+                matches!(parse(line, &Limits::default()), Parsed::Error { error: e, .. } if e == error),
+                "{line:?}"
+            );
+        }
+    }
 }
