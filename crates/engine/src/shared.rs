@@ -61,6 +61,9 @@ pub struct CrawlerReport {
     pub starts: u64,
 }
 
+/// Chunks a crawl examines per hold of a partition's lock.
+const CRAWL_SLICE: u32 = 16 * 1024;
+
 /// `lru_crawler crawl` while the crawler is disabled.
 #[derive(Debug, thiserror::Error)]
 #[error("CLIENT_ERROR lru crawler disabled")]
@@ -139,9 +142,14 @@ impl SharedEngine {
         let per_class = self.crawler.tocrawl.load(Ordering::Relaxed);
         let mut freed = 0;
         for p in 0..self.partitions.len() {
-            let mut part = self.lock(p);
-            freed += u64::from(part.crawl(classes, per_class, now));
-            self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
+            // In slices, the lock let go between them: a crawl of a large cache must not
+            // hold every other worker's batches on this partition for its whole length.
+            let mut cursor = hkv_store::CrawlCursor::default();
+            while !cursor.done {
+                let mut part = self.lock(p);
+                freed += u64::from(part.crawl(classes, per_class, &mut cursor, CRAWL_SLICE, now));
+                self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
+            }
         }
         Ok(freed)
     }

@@ -76,6 +76,15 @@ pub struct StoreStats {
     pub largest_chunk: u64,
 }
 
+/// Where a crawl ([`SlabStore::crawl`]) goes on from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CrawlCursor {
+    /// Index into the crawl's class list.
+    pub class: usize,
+    pub slot: u32,
+    pub done: bool,
+}
+
 impl StoreStats {
     /// Adds another store's figures (partitions summed into one report).
     pub fn add(&mut self, o: &StoreStats) {
@@ -912,37 +921,46 @@ impl SlabStore {
         freed
     }
 
-    /// memcached's `lru_crawler crawl`: every chunk of `classes` (0-based; all when `None`),
-    /// at most `per_class` of each (0: no limit), the expired ones freed through `on_reclaim`.
-    /// Returns how many it freed.
+    /// memcached's `lru_crawler crawl`, one slice: examines up to `budget` chunks of
+    /// `classes` (0-based; all when `None`) from `cursor` (start at `CrawlCursor::default()`),
+    /// at most `per_class` of each class (0: no limit), freeing the expired ones through
+    /// `on_reclaim`. Returns how many it freed; `cursor.done` once every class is through.
     pub fn crawl(
         &mut self,
         now: u32,
         classes: Option<&[usize]>,
         per_class: u32,
+        cursor: &mut CrawlCursor,
+        budget: u32,
         mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> u32 {
-        let all: Vec<usize> = match classes {
-            Some(list) => list
-                .iter()
-                .copied()
-                .filter(|&c| c < self.classes.len())
-                .collect(),
-            None => (0..self.classes.len()).collect(),
-        };
+        let count = classes.map_or(self.classes.len(), <[usize]>::len);
         let mut freed = 0;
-        for c in all {
-            let limit = self.classes[c].bump;
+        let mut left = budget;
+        while left > 0 && cursor.class < count {
+            let c = classes.map_or(cursor.class, |l| l[cursor.class]);
+            let Some(class) = self.classes.get(c) else {
+                cursor.class += 1;
+                continue;
+            };
+            let limit = class.bump;
             let end = if per_class == 0 {
                 limit
             } else {
                 limit.min(per_class)
             };
-            for slot in 0..end {
-                freed += u32::from(self.reclaim_if_expired(c, slot, now, &mut on_reclaim));
+            while left > 0 && cursor.slot < end {
+                freed += u32::from(self.reclaim_if_expired(c, cursor.slot, now, &mut on_reclaim));
+                cursor.slot += 1;
+                left -= 1;
             }
-            self.stats.crawler_checked += u64::from(end);
+            if cursor.slot >= end {
+                cursor.class += 1;
+                cursor.slot = 0;
+            }
         }
+        self.stats.crawler_checked += u64::from(budget - left);
+        cursor.done = cursor.class >= count;
         freed
     }
 

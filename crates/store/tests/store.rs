@@ -385,3 +385,47 @@ fn reassign_moves_one_page_and_refuses_what_memcached_refuses() {
     s.store(b"big", &[&[2u8; 2000]], 0, 0, NOW, |_, _, _| {})
         .unwrap();
 }
+
+#[test]
+fn a_crawl_in_slices_frees_every_expired_item_of_its_classes_once() {
+    let (_a, mut s) = store(1 << 20, 64 << 10);
+    for i in 0..30 {
+        // Ten of them never expire.
+        let exp = if i % 3 == 0 { 0 } else { NOW + 5 };
+        s.store(
+            format!("c{i}").as_bytes(),
+            &[b"v"],
+            0,
+            exp,
+            NOW,
+            |_, _, _| {},
+        )
+        .unwrap();
+    }
+    let class = s.class_for(3, 1).expect("a class");
+    let mut cursor = hkv_store::CrawlCursor::default();
+    let mut freed = Vec::new();
+    let mut slices = 0;
+    while !cursor.done {
+        slices += 1;
+        let n = s.crawl(NOW + 5, Some(&[class]), 0, &mut cursor, 7, |i, _, _| {
+            freed.push(i.key().to_vec())
+        });
+        assert!(n <= 7, "a slice examines at most its budget");
+    }
+    assert_eq!((freed.len(), slices), (20, 5), "30 chunks in slices of 7");
+    assert_eq!(s.stats().curr_items, 10);
+    assert_eq!(s.stats().crawler_checked, 30);
+    // tocrawl: at most 4 chunks of the class; another class's list entry is skipped whole.
+    let mut cursor = hkv_store::CrawlCursor::default();
+    s.crawl(
+        NOW + 9,
+        Some(&[class, 60]),
+        4,
+        &mut cursor,
+        100,
+        |_, _, _| {},
+    );
+    assert!(cursor.done);
+    assert_eq!(s.stats().crawler_checked, 34);
+}

@@ -85,9 +85,17 @@ impl Partition {
         self.free_dropped();
     }
 
-    /// `lru_crawler crawl`: frees every expired item of `classes` (0-based; all when `None`)
-    /// now, at most `per_class` chunks of each examined (0: all). Returns how many it freed.
-    pub fn crawl(&mut self, classes: Option<&[usize]>, per_class: u32, now: u32) -> u32 {
+    /// `lru_crawler crawl`, one slice of at most `budget` chunks from `cursor`: frees the
+    /// expired items of `classes` (0-based; all when `None`), at most `per_class` chunks of
+    /// each examined (0: all). Returns how many it freed.
+    pub fn crawl(
+        &mut self,
+        classes: Option<&[usize]>,
+        per_class: u32,
+        cursor: &mut hkv_store::CrawlCursor,
+        budget: u32,
+        now: u32,
+    ) -> u32 {
         let Partition {
             index,
             store,
@@ -95,7 +103,7 @@ impl Partition {
             pending,
             ..
         } = self;
-        let freed = store.crawl(now, classes, per_class, |item, l, _| {
+        let freed = store.crawl(now, classes, per_class, cursor, budget, |item, l, _| {
             forget_reclaimed(index, pending, item.key(), l);
         });
         stats.expired_swept += u64::from(freed);
