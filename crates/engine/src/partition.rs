@@ -23,6 +23,8 @@ mod write;
 /// Reads deferred into one group before their searches run as one batch. Large enough to keep
 /// many misses in flight, small enough that a group's buckets and items stay in L1/L2.
 const READ_GROUP: usize = 64;
+/// How far ahead, in a partition's requests, a write's index bucket is prefetched.
+const WRITE_AHEAD: usize = 4;
 /// How many reads ahead KC/RD starts loading an item (two lines each: header, ref bit).
 const ITEM_PREFETCH_DISTANCE: usize = 16;
 /// Chunks the background sweep examines per elapsed second, and the most seconds it catches
@@ -403,10 +405,26 @@ impl Partition {
         order.extend(which);
         self.profile.observe(reqs, hashes, &order);
         self.in_search_writes(reqs, hashes, &order);
-        for &i in &order {
+        for (pos, &i) in order.iter().enumerate() {
             let iu = i as usize;
             let req = &reqs[iu];
             let h = hashes[iu];
+            // Writes run one at a time, so they are software-pipelined: the bucket of the
+            // write 2 x WRITE_AHEAD places on is fetched, and the item that the write
+            // WRITE_AHEAD places on will replace (found in its bucket, fetched by then)
+            // (reads prefetch within their own groups).
+            if let Some(&far) = order.get(pos + 2 * WRITE_AHEAD) {
+                if !reqs[far as usize].is_read() {
+                    self.index.cpu().prefetch(&hashes[far as usize]);
+                }
+            }
+            if let Some(&near) = order.get(pos + WRITE_AHEAD) {
+                if !reqs[near as usize].is_read() {
+                    if let Some(loc) = self.index.cpu().peek_primary(&hashes[near as usize]) {
+                        self.store.prefetch(loc);
+                    }
+                }
+            }
             if req.is_read() {
                 self.group.push(i);
                 if self.group.len() == READ_GROUP {

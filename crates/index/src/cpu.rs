@@ -126,6 +126,15 @@ impl CpuIndex {
         prefetch_read(&b[h.primary_bucket(self.mask) as usize]);
     }
 
+    /// The location in `h`'s primary bucket whose signature matches, if any: a hint for
+    /// prefetching the item a write will replace (the alternate bucket is not touched, so a
+    /// new key costs one bucket load, the one already prefetched).
+    #[inline(always)]
+    pub fn peek_primary(&self, h: &KeyHash) -> Option<Location> {
+        let bucket = &self.buckets()[h.primary_bucket(self.mask) as usize];
+        bucket.find(h.sig).map(|s| bucket.locs[s])
+    }
+
     pub fn search_one(&self, h: &KeyHash) -> Location {
         let (b1, b2) = self.candidates(h);
         let t = self.buckets();
