@@ -13,7 +13,7 @@ use hkv_types::{Cmp, Elem, ReduceOp, Response, UpdateOp, Vector, VectorCall};
 
 use super::command::Command;
 use super::parsed::{Limits, Parsed};
-use super::tokens::parse_u64;
+use super::tokens::parse_i32;
 use crate::errors::vector as err;
 use crate::errors::{BAD_DATA_CHUNK, BAD_FORMAT, ERROR, TOO_LARGE};
 use crate::MAX_KEY_LEN;
@@ -66,7 +66,9 @@ pub(crate) fn parse<'a>(
     let mut total = line_len;
     let mut operand: &'a [u8] = &[];
     if name == b"vupdatev" {
-        let Some(vlen) = parse_u64(tokens[4]).and_then(|v| usize::try_from(v).ok()) else {
+        // A 32-bit length, as `set`'s (memcached's): a u64 near its maximum once overflowed
+        // the swallow count below (found by fuzzing).
+        let Some(vlen) = parse_i32(tokens[4]).and_then(|v| usize::try_from(v).ok()) else {
             return refuse(BAD_FORMAT, line_len, 0, noreply);
         };
         if vlen > limits.max_item_size {
@@ -214,6 +216,27 @@ mod tests {
         match parsed(b) {
             Parsed::Error { error, .. } => error,
             other => panic!("not an error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn regression_vupdatev_length_near_u64_max_is_refused_not_an_overflow() {
+        // Found by the text fuzz target: the swallow count `vlen + 2` overflowed.
+        for len in [
+            "18446744073709551615",
+            "18446744073709551614",
+            "2147483648",
+            "-1",
+        ] {
+            let line = format!("vupdatev k u8 add {len}\r\n");
+            assert_eq!(error_of(line.as_bytes()), BAD_FORMAT, "{len}");
+        }
+        // Within 32 bits but above -I: too large, and the block is swallowed.
+        match parsed(b"vupdatev k u8 add 2147483647\r\n") {
+            Parsed::Error { error, swallow, .. } => {
+                assert_eq!((error, swallow), (TOO_LARGE, 2147483649));
+            }
+            other => panic!("{other:?}"),
         }
     }
 
