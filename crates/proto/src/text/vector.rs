@@ -321,8 +321,8 @@ mod tests {
         );
         assert_eq!(parsed(b"vupdatev k u16 add 4\r\nab"), Parsed::Incomplete);
         assert!(matches!(
-            parsed(b"vupdatev k u8 add 9999999999\r\n"),
-            Parsed::Error { error, swallow, .. } if error == TOO_LARGE && swallow == 9999999999 + 2
+            parsed(b"vupdatev k u8 add 1999999999\r\n"),
+            Parsed::Error { error, swallow, .. } if error == TOO_LARGE && swallow == 1999999999 + 2
         ));
     }
 
