@@ -34,6 +34,8 @@ pub struct EngineConfig {
     pub merge_atomics: bool,
     /// Where vector updates run (`--vector-placement`).
     pub vector_placement: crate::VectorPlacement,
+    /// Where index tasks run when a device shares the CPU's table (`--placement`).
+    pub placement: crate::Placement,
     /// Evict live items when memory is spent (memcached's default; `-M`: false, and a
     /// write that needs memory answers out of memory instead).
     pub evictions: bool,
@@ -66,6 +68,7 @@ impl Default for EngineConfig {
             schedule: crate::ScheduleConfig::default(),
             merge_atomics: true,
             vector_placement: crate::VectorPlacement::Auto,
+            placement: crate::Placement::AUTO,
             evictions: true,
             memory_file: None,
         }
@@ -250,6 +253,7 @@ impl Engine {
             part.set_merge_atomics(config.merge_atomics);
             part.set_evictions(config.evictions);
             part.set_vector_placement(config.vector_placement, calibrated);
+            part.set_placement(config.placement);
             calibrated = Some(part.vector_placement().1);
             if warm {
                 part.restore_index();

@@ -11,6 +11,14 @@ use hkv_index::{
 use hkv_mem::Arena;
 use hkv_store::SlabStore;
 
+use crate::cost::CostModel;
+use crate::policy::{Placement, Proc, Task};
+use std::time::Instant;
+
+fn ns(t: Instant) -> f64 {
+    t.elapsed().as_nanos() as f64
+}
+
 /// Load above which a table doubles when the budget has room for the larger one. A 2x8
 /// bucketed cuckoo table first fails an insert near 0.97 (crates/index/tests/load.rs);
 /// growing earlier keeps displacement walks short.
@@ -56,8 +64,10 @@ impl IndexReport {
 }
 
 pub(crate) struct Index {
-    cpu: CpuIndex,
+    /// Declared before `cpu`: a shared device table is a buffer over `cpu`'s memory, and is
+    /// released first.
     device: Option<OclIndex>,
+    cpu: CpuIndex,
     /// A device call failed where the store could not be reached (inside a reclaim
     /// callback); rebuild before anything else touches the index.
     pending_rebuild: bool,
@@ -69,11 +79,14 @@ pub(crate) struct Index {
     pub grows: u64,
     /// Counters of the tables that were replaced by larger ones.
     carried: IndexStats,
+    /// `--placement`: honoured where both processors work on one table.
+    policy: Placement,
+    pub model: CostModel,
 }
 
 impl Index {
     pub fn new(cpu: CpuIndex, device: Option<OclIndex>) -> Index {
-        Index {
+        let mut ix = Index {
             cpu,
             device,
             pending_rebuild: false,
@@ -82,11 +95,181 @@ impl Index {
             last_error: None,
             grows: 0,
             carried: IndexStats::default(),
+            policy: Placement::AUTO,
+            model: CostModel::default(),
+        };
+        ix.share();
+        ix
+    }
+
+    /// Whether the CPU and the device work on one table (so any index task may run on
+    /// either: `--placement`).
+    pub fn shared(&self) -> bool {
+        self.device.as_ref().is_some_and(|d| d.is_shared())
+    }
+
+    pub fn set_policy(&mut self, policy: Placement) {
+        self.policy = policy;
+    }
+
+    pub fn policy(&self) -> Placement {
+        self.policy
+    }
+
+    /// Where the device shares host memory, puts it to work on the CPU's table and proves
+    /// with a probe entry that each processor sees the other's writes; otherwise (a
+    /// discrete GPU, a table larger than one allocation, `HKV_OPENCL_SHARE=0`) the device
+    /// keeps a table of its own and runs every index operation.
+    fn share(&mut self) {
+        let buckets = self.cpu.bucket_count();
+        let table = self.cpu.table_ptr();
+        let Some(d) = &mut self.device else { return };
+        if !d.device().host_unified_memory
+            || std::env::var("HKV_OPENCL_SHARE").as_deref() == Ok("0")
+        {
+            return;
+        }
+        // SAFETY: the table belongs to `self.cpu`, which outlives the device's buffer (field
+        // order; `grow` shares the new table before the old memory is recycled), and the host
+        // touches it only between device calls, each of which waits for its kernels.
+        let shared = unsafe { d.share_host_table(table, buckets) };
+        let ok = match shared {
+            Ok(()) => self.probe_sharing(),
+            Err(e) => {
+                tracing::info!(error = %e, "index table not shared with the device");
+                false
+            }
+        };
+        if !ok {
+            let Some(d) = &mut self.device else { return };
+            if d.is_shared() {
+                tracing::warn!(
+                    "the device did not see the host's table writes; it keeps its own table"
+                );
+                if let Err(e) = d.resize(buckets) {
+                    self.fail(e);
+                }
+                self.cpu.clear();
+            }
+        }
+    }
+
+    /// Writes an entry on each processor and reads it on the other, then removes it.
+    fn probe_sharing(&mut self) -> bool {
+        const PROBE: Location = 0xFFFF_FFF0;
+        let Some(d) = &mut self.device else {
+            return false;
+        };
+        let Some(h) = (1..64u32)
+            .map(|i| KeyHash {
+                sig: 0x5EED_0000 | i,
+                lo: i.wrapping_mul(0x9E37_79B9),
+            })
+            .find(|h| self.cpu.search_one(h) == hkv_index::NO_LOCATION)
+        else {
+            return false;
+        };
+        let search = |d: &OclIndex| {
+            let mut out = [hkv_index::NO_LOCATION];
+            d.try_search(&[h], &mut out).map(|()| out[0])
+        };
+        let mut inserted = [InsertOutcome::Inserted];
+        let mut deleted = [false];
+        d.try_insert(&[(h, PROBE)], &mut inserted).is_ok()
+            && inserted[0] == InsertOutcome::Inserted
+            && self.cpu.search_one(&h) == PROBE
+            && {
+                self.cpu.note_entries(1, 0);
+                self.cpu.delete_one(&h, PROBE)
+            }
+            && search(d).ok() == Some(hkv_index::NO_LOCATION)
+            && self.cpu.insert_one(&h, PROBE) == InsertOutcome::Inserted
+            && search(d).ok() == Some(PROBE)
+            && d.try_delete(&[(h, PROBE)], &mut deleted).is_ok()
+            && deleted[0]
+            && {
+                self.cpu.note_entries(0, 1);
+                self.cpu.search_one(&h) == hkv_index::NO_LOCATION
+            }
+    }
+
+    /// Times each task on both processors over a shared table, so `auto` starts from
+    /// measured lines: searches of random keys, and inserts of entries removed again right
+    /// after (only while the table is empty, as at start-up, so no real entry is touched).
+    pub fn calibrate(&mut self) {
+        if !self.shared() || !self.policy.0.contains(&crate::policy::Choice::Auto) {
+            return;
+        }
+        let mut x = 0x2545_F491u32;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x
+        };
+        let empty = self.cpu.stats().entries == 0;
+        let mut dropped = Vec::new();
+        let store = None;
+        // The first round only warms up (PoCL compiles a kernel on its first launch).
+        for rep in 0..=crate::cost::CALIBRATION_REPS {
+            for &n in &crate::cost::CALIBRATION_SIZES {
+                let hashes: Vec<KeyHash> = (0..n)
+                    .map(|_| KeyHash {
+                        sig: next() | 1,
+                        lo: next(),
+                    })
+                    .collect();
+                let mut out = vec![hkv_index::NO_LOCATION; n];
+                for proc in [Proc::Cpu, Proc::Device] {
+                    let t = Instant::now();
+                    if !self.search_on(proc, store, &hashes, &mut out, &mut dropped) {
+                        return;
+                    }
+                    let record = |m: &mut CostModel, task, t| {
+                        if rep > 0 {
+                            m.calibrate(task, proc, n, ns(t));
+                        }
+                    };
+                    record(&mut self.model, Task::Search, t);
+                    if !empty {
+                        continue;
+                    }
+                    let entries: Vec<(KeyHash, Location)> =
+                        hashes.iter().zip(0..).map(|(h, l)| (*h, l)).collect();
+                    let mut outcomes = Vec::new();
+                    let t = Instant::now();
+                    if !self.insert_on(proc, store, &entries, &mut outcomes, &mut dropped) {
+                        return;
+                    }
+                    record(&mut self.model, Task::Insert, t);
+                    let t = Instant::now();
+                    if !self.delete_on(proc, store, &entries, &mut dropped) {
+                        return;
+                    }
+                    record(&mut self.model, Task::Delete, t);
+                }
+            }
+        }
+        if empty && self.cpu.stats().entries != 0 {
+            // A walk moved a calibration entry where its delete did not look: start clean.
+            self.cpu.clear();
         }
     }
 
     fn live_stats(&self) -> IndexStats {
         match &self.device {
+            Some(d) if d.is_shared() => {
+                // Entries are counted on the CPU's side (device calls report theirs to it);
+                // walks happen on both.
+                let (c, g) = (self.cpu.stats(), d.stats());
+                IndexStats {
+                    entries: c.entries,
+                    displacements: c.displacements + g.displacements,
+                    walks: c.walks + g.walks,
+                    longest_walk: c.longest_walk.max(g.longest_walk),
+                    evictions: c.evictions + g.evictions,
+                }
+            }
             Some(d) => d.stats(),
             None => self.cpu.stats(),
         }
@@ -148,15 +331,23 @@ impl Index {
         self.carried.displacements += s.displacements;
         self.carried.walks += s.walks;
         self.carried.longest_walk = self.carried.longest_walk.max(s.longest_walk);
-        arena.recycle(old.into_memory(), page_size);
+        let new_table = self.cpu.table_ptr();
         if let Some(d) = &mut self.device {
             let ds = d.stats();
             self.carried.displacements += ds.displacements;
             self.carried.walks += ds.walks;
-            if let Err(e) = d.resize(buckets) {
+            let moved = if d.is_shared() {
+                // SAFETY: as in `share`: the new table is `self.cpu`'s; the old one is
+                // recycled only below, after the device stopped pointing at it.
+                unsafe { d.share_host_table(new_table, buckets) }
+            } else {
+                d.resize(buckets)
+            };
+            if let Err(e) = moved {
                 self.fail(e);
             }
         }
+        arena.recycle(old.into_memory(), page_size);
         self.grows += 1;
         let mut entries = Vec::new();
         store.for_each_live(|key, loc| entries.push((hash_key(key), loc)));
@@ -232,6 +423,135 @@ impl Index {
         self.rebuild(store)
     }
 
+    /// Where a batch of `n` runs: the CPU without a device, the device when it holds a
+    /// table of its own, else as placed.
+    fn place(&mut self, task: Task, n: usize) -> Proc {
+        match &self.device {
+            None => Proc::Cpu,
+            Some(d) if !d.is_shared() => Proc::Device,
+            Some(_) => self.model.choose(&self.policy, task, n),
+        }
+    }
+
+    fn place_one(&self, task: Task) -> Proc {
+        match &self.device {
+            None => Proc::Cpu,
+            Some(d) if !d.is_shared() => Proc::Device,
+            Some(_) => self.model.choose_single(&self.policy, task),
+        }
+    }
+
+    /// A placed batch's time, for the model (only where there is a choice to make).
+    fn timed(&mut self, task: Task, proc: Proc, n: usize, t: Option<Instant>) {
+        if let Some(t) = t {
+            self.model.observe(task, proc, n, ns(t));
+        }
+    }
+
+    fn clock(&self) -> Option<Instant> {
+        self.shared().then(Instant::now)
+    }
+
+    /// A search on `proc`; false if the device failed (the CPU table is then rebuilt,
+    /// when `store` is given, and `out` is not filled).
+    fn search_on(
+        &mut self,
+        proc: Proc,
+        store: Option<&SlabStore>,
+        hashes: &[KeyHash],
+        out: &mut [Location],
+        dropped: &mut Vec<Location>,
+    ) -> bool {
+        match (&self.device, proc) {
+            (Some(d), Proc::Device) => match d.try_search(hashes, out) {
+                Ok(()) => true,
+                Err(e) => {
+                    self.failed(e, store, dropped);
+                    false
+                }
+            },
+            _ => {
+                self.cpu.search(hashes, out);
+                true
+            }
+        }
+    }
+
+    fn insert_on(
+        &mut self,
+        proc: Proc,
+        store: Option<&SlabStore>,
+        entries: &[(KeyHash, Location)],
+        out: &mut Vec<InsertOutcome>,
+        dropped: &mut Vec<Location>,
+    ) -> bool {
+        out.clear();
+        out.resize(entries.len(), InsertOutcome::Inserted);
+        match (&mut self.device, proc) {
+            (Some(d), Proc::Device) => match d.try_insert(entries, out) {
+                Ok(()) => {
+                    if d.is_shared() {
+                        let added = out.iter().filter(|o| **o == InsertOutcome::Inserted);
+                        self.cpu.note_entries(added.count() as u64, 0);
+                    }
+                    true
+                }
+                Err(e) => {
+                    self.failed(e, store, dropped);
+                    false
+                }
+            },
+            _ => {
+                for (o, (h, loc)) in out.iter_mut().zip(entries) {
+                    *o = self.cpu.insert_one(h, *loc);
+                }
+                true
+            }
+        }
+    }
+
+    fn delete_on(
+        &mut self,
+        proc: Proc,
+        store: Option<&SlabStore>,
+        entries: &[(KeyHash, Location)],
+        dropped: &mut Vec<Location>,
+    ) -> bool {
+        match (&mut self.device, proc) {
+            (Some(d), Proc::Device) => {
+                let mut out = vec![false; entries.len()];
+                match d.try_delete(entries, &mut out) {
+                    Ok(()) => {
+                        if d.is_shared() {
+                            let removed = out.iter().filter(|&&o| o).count() as u64;
+                            self.cpu.note_entries(0, removed);
+                        }
+                        true
+                    }
+                    Err(e) => {
+                        self.failed(e, store, dropped);
+                        false
+                    }
+                }
+            }
+            _ => {
+                for (h, loc) in entries {
+                    self.cpu.delete_one(h, *loc);
+                }
+                true
+            }
+        }
+    }
+
+    /// A device call failed: drop the device and rebuild from `store` (calibration has no
+    /// store and nothing to rebuild).
+    fn failed(&mut self, e: IndexError, store: Option<&SlabStore>, dropped: &mut Vec<Location>) {
+        match store {
+            Some(store) => dropped.extend(self.on_error(e, store)),
+            None => self.fail(e),
+        }
+    }
+
     pub fn search(
         &mut self,
         store: &SlabStore,
@@ -239,13 +559,13 @@ impl Index {
         out: &mut [Location],
         dropped: &mut Vec<Location>,
     ) {
-        if let Some(d) = &self.device {
-            match d.try_search(hashes, out) {
-                Ok(()) => return,
-                Err(e) => dropped.extend(self.on_error(e, store)),
-            }
+        let proc = self.place(Task::Search, hashes.len());
+        let t = self.clock();
+        if self.search_on(proc, Some(store), hashes, out, dropped) {
+            self.timed(Task::Search, proc, hashes.len(), t);
+        } else {
+            self.cpu.search(hashes, out);
         }
-        self.cpu.search(hashes, out);
     }
 
     pub fn search_one(
@@ -255,13 +575,19 @@ impl Index {
         dropped: &mut Vec<Location>,
     ) -> Location {
         let mut out = [hkv_index::NO_LOCATION];
-        if let Some(d) = &self.device {
-            match d.try_search(std::slice::from_ref(h), &mut out) {
-                Ok(()) => return out[0],
-                Err(e) => dropped.extend(self.on_error(e, store)),
-            }
+        let proc = self.place_one(Task::Search);
+        if proc == Proc::Cpu
+            || !self.search_on(
+                proc,
+                Some(store),
+                std::slice::from_ref(h),
+                &mut out,
+                dropped,
+            )
+        {
+            return self.cpu.search_one(h);
         }
-        self.cpu.search_one(h)
+        out[0]
     }
 
     pub fn insert_one(
@@ -271,14 +597,13 @@ impl Index {
         loc: Location,
         dropped: &mut Vec<Location>,
     ) -> InsertOutcome {
-        if let Some(d) = &mut self.device {
-            let mut out = [InsertOutcome::Inserted];
-            match d.try_insert(&[(*h, loc)], &mut out) {
-                Ok(()) => return out[0],
-                Err(e) => dropped.extend(self.on_error(e, store)),
-            }
+        let proc = self.place_one(Task::Insert);
+        let mut out = Vec::new();
+        if proc == Proc::Cpu || !self.insert_on(proc, Some(store), &[(*h, loc)], &mut out, dropped)
+        {
+            return self.cpu.insert_one(h, loc);
         }
-        self.cpu.insert_one(h, loc)
+        out[0]
     }
 
     pub fn delete_one(
@@ -288,17 +613,26 @@ impl Index {
         loc: Location,
         dropped: &mut Vec<Location>,
     ) -> bool {
-        if let Some(d) = &mut self.device {
+        let proc = self.place_one(Task::Delete);
+        if proc == Proc::Device && self.device.is_some() {
             let mut out = [false];
-            match d.try_delete(&[(*h, loc)], &mut out) {
-                Ok(()) => return out[0],
-                Err(e) => dropped.extend(self.on_error(e, store)),
+            let shared = self.shared();
+            if let Some(d) = &mut self.device {
+                match d.try_delete(&[(*h, loc)], &mut out) {
+                    Ok(()) => {
+                        if shared && out[0] {
+                            self.cpu.note_entries(0, 1);
+                        }
+                        return out[0];
+                    }
+                    Err(e) => dropped.extend(self.on_error(e, store)),
+                }
             }
         }
         self.cpu.delete_one(h, loc)
     }
 
-    /// Inserts a batch (the delayed writes of a partition) in one device call; `out` gets one
+    /// Inserts a batch (the delayed writes of a partition) in one call; `out` gets one
     /// outcome per entry. After a device failure the rebuilt table already holds every live
     /// item, so the batch is not redone (the caller sees `rebuilds` move).
     pub fn insert_many(
@@ -308,23 +642,18 @@ impl Index {
         out: &mut Vec<InsertOutcome>,
         dropped: &mut Vec<Location>,
     ) {
-        out.clear();
-        out.resize(entries.len(), InsertOutcome::Inserted);
         if entries.is_empty() {
+            out.clear();
             return;
         }
-        if let Some(d) = &mut self.device {
-            if let Err(e) = d.try_insert(entries, out) {
-                dropped.extend(self.on_error(e, store));
-            }
-            return;
-        }
-        for (o, (h, loc)) in out.iter_mut().zip(entries) {
-            *o = self.cpu.insert_one(h, *loc);
+        let proc = self.place(Task::Insert, entries.len());
+        let t = self.clock();
+        if self.insert_on(proc, Some(store), entries, out, dropped) {
+            self.timed(Task::Insert, proc, entries.len(), t);
         }
     }
 
-    /// Deletes a batch of (hash, location) entries in one device call.
+    /// Deletes a batch of (hash, location) entries in one call.
     pub fn delete_many(
         &mut self,
         store: &SlabStore,
@@ -334,15 +663,10 @@ impl Index {
         if entries.is_empty() {
             return;
         }
-        if let Some(d) = &mut self.device {
-            let mut out = vec![false; entries.len()];
-            if let Err(e) = d.try_delete(entries, &mut out) {
-                dropped.extend(self.on_error(e, store));
-            }
-            return;
-        }
-        for (h, loc) in entries {
-            self.cpu.delete_one(h, *loc);
+        let proc = self.place(Task::Delete, entries.len());
+        let t = self.clock();
+        if self.delete_on(proc, Some(store), entries, dropped) {
+            self.timed(Task::Delete, proc, entries.len(), t);
         }
     }
 
@@ -352,14 +676,22 @@ impl Index {
         if self.pending_rebuild {
             return;
         }
-        if let Some(d) = &mut self.device {
-            let mut out = [false];
-            match d.try_delete(&[(*h, loc)], &mut out) {
-                Ok(()) => return,
-                Err(e) => {
-                    self.fail(e);
-                    self.pending_rebuild = true;
-                    return;
+        if self.place_one(Task::Delete) == Proc::Device {
+            let shared = self.shared();
+            if let Some(d) = &mut self.device {
+                let mut out = [false];
+                match d.try_delete(&[(*h, loc)], &mut out) {
+                    Ok(()) => {
+                        if shared && out[0] {
+                            self.cpu.note_entries(0, 1);
+                        }
+                        return;
+                    }
+                    Err(e) => {
+                        self.fail(e);
+                        self.pending_rebuild = true;
+                        return;
+                    }
                 }
             }
         }
@@ -385,7 +717,7 @@ impl Index {
     }
 
     pub fn clear(&mut self, store: &SlabStore) {
-        if let Some(d) = &mut self.device {
+        if let Some(d) = self.device.as_mut().filter(|d| !d.is_shared()) {
             if let Err(e) = d.clear() {
                 self.fail(e);
             }

@@ -7,10 +7,12 @@
 //! [`Engine`] holds all partitions for single-threaded use and hands them out to threads with
 //! [`Engine::into_partitions`].
 
+mod cost;
 mod engine;
 mod index;
 mod partition;
 mod pending;
+mod policy;
 mod profile;
 mod route;
 mod schedule;
@@ -28,6 +30,7 @@ pub fn key_hash(key: &[u8]) -> u64 {
     let h = hkv_index::hash_key(key);
     (u64::from(h.sig) << 32) | u64::from(h.lo)
 }
+pub use cost::PlacementReport;
 /// Bytes of item header beside key and value (what `me` counts in an item's size).
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats};
@@ -38,6 +41,7 @@ pub use hkv_types::{
 pub use index::IndexReport;
 pub use partition::placement::VectorPlacement;
 pub use partition::Partition;
+pub use policy::{Choice, Placement, PlacementError, Proc, Task};
 pub use profile::ProfileReport;
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};
 pub use shared::{ClassStats, CrawlerDisabled, CrawlerReport, ItemSummary, Scratch, SharedEngine};

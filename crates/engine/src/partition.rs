@@ -328,6 +328,24 @@ impl Partition {
         (self.vector_placement, self.vector_device_from)
     }
 
+    /// `--placement`, then the start-up timing of each index task on each processor (where
+    /// both work on one table; the table must still be empty for inserts to be timed).
+    pub fn set_placement(&mut self, placement: crate::Placement) {
+        self.index.set_policy(placement);
+        self.index.calibrate();
+    }
+
+    /// The placement asked for, and whether the device shares the CPU's table (without
+    /// which every index task runs on the device).
+    pub fn placement(&self) -> (crate::Placement, bool) {
+        (self.index.policy(), self.index.shared())
+    }
+
+    /// The cost model's counters and lines.
+    pub fn placement_report(&self) -> crate::PlacementReport {
+        self.index.model.report()
+    }
+
     /// Whether a device holds this partition's index.
     pub fn has_device(&self) -> bool {
         self.index.zero_copy().is_some()

@@ -449,6 +449,21 @@ impl SharedEngine {
         self.lock(0).vector_placement()
     }
 
+    /// The cost model of every partition, summed (per-query lines averaged).
+    pub fn placement_report(&self) -> crate::PlacementReport {
+        let mut r = crate::PlacementReport::default();
+        for p in 0..self.partitions.len() {
+            r.add(&self.lock(p).placement_report());
+        }
+        r.scale_lines(self.partitions.len());
+        r
+    }
+
+    /// `--placement` and whether the device shares the CPU's table.
+    pub fn placement(&self) -> (crate::Placement, bool) {
+        self.lock(0).placement()
+    }
+
     pub fn device_zero_copy(&self) -> Option<bool> {
         self.lock(0).device_zero_copy()
     }

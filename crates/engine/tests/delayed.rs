@@ -344,6 +344,8 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
                     write_every: 8,
                 },
                 merge_atomics: merge,
+                // Searches counted on the device: all of them go there.
+                placement: hkv_engine::Placement::all(hkv_engine::Proc::Device),
                 ..EngineConfig::default()
             })
             .unwrap();

@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 
 use hkv_engine::{
-    Backend, Elem, Engine, EngineConfig, Op, Request, Response, Responses, ScheduleConfig,
-    UpdateOp, Vector, VectorCall,
+    Backend, Elem, Engine, EngineConfig, Op, Placement, Request, Response, Responses,
+    ScheduleConfig, UpdateOp, Vector, VectorCall,
 };
 use proptest::prelude::*;
 
@@ -153,12 +153,14 @@ proptest! {
     ) {
         // Index writes delayed through the same-key table (periodic batches), or not (C = 0).
         let min_us = if delayed { 100.0 } else { 0.0 };
-        run_model(Backend::Cpu, partitions, buckets_log, memory_kib, keys, batches, min_us)?;
+        run_model(Backend::Cpu, Placement::AUTO, partitions, buckets_log, memory_kib, keys, batches, min_us)?;
     }
 }
 
 /// The OpenCL backend must satisfy the same model (PoCL in CI; skipped without a device
-/// unless HKV_REQUIRE_OPENCL=1).
+/// unless HKV_REQUIRE_OPENCL=1), under every placement of search, insert and delete and
+/// under `auto`: PoCL shares host memory, so the CPU and the device work on one table and
+/// any mix of the two must keep it whole (the placement differential test).
 #[test]
 fn engine_on_opencl_agrees_with_a_map() {
     if std::env::var_os("POCL_CACHE_DIR").is_none() {
@@ -176,19 +178,34 @@ fn engine_on_opencl_agrees_with_a_map() {
         return;
     }
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 12,
+        cases: 18,
         ..ProptestConfig::default()
     });
     runner
         .run(
-            &(1u32..=2, 0u32..5, 48usize..200, 4u8..120, batches()),
-            |(p, b, m, k, batches)| run_model(Backend::OpenCl(None), p, b, m, k, batches, 0.0),
+            &(
+                1u32..=2,
+                0u32..5,
+                48usize..200,
+                4u8..120,
+                batches(),
+                0usize..9,
+            ),
+            |(p, b, m, k, batches, which)| {
+                let placement = Placement::enumerate()
+                    .get(which)
+                    .copied()
+                    .unwrap_or(Placement::AUTO);
+                run_model(Backend::OpenCl(None), placement, p, b, m, k, batches, 0.0)
+            },
         )
         .unwrap();
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_model(
     backend: Backend,
+    placement: Placement,
     partitions: u32,
     buckets_log: u32,
     memory_kib: usize,
@@ -203,6 +220,7 @@ fn run_model(
             page_size: 4 << 10,
             buckets_per_partition: Some(1 << buckets_log),
             backend,
+            placement,
             schedule: ScheduleConfig {
                 min_us,
                 max_us: min_us.max(1000.0),

@@ -91,6 +91,18 @@ impl CpuIndex {
         self.mem
     }
 
+    /// The first word of the table, for a device that works on it in place (an OpenCL
+    /// buffer over host memory, see `OclIndex::share_host_table`). Bucket `i` is words
+    /// `16 i .. 16 i + 16`, the layout index.cl expects.
+    pub fn table_ptr(&mut self) -> *mut u32 {
+        self.mem.as_mut_ptr().cast()
+    }
+
+    /// Counts entries another processor added to or removed from this table in place.
+    pub fn note_entries(&mut self, added: u64, removed: u64) {
+        self.stats.entries = (self.stats.entries + added).saturating_sub(removed);
+    }
+
     /// A table over memory a previous process used for one of `buckets` (a warm restart):
     /// emptied, since what it held is rebuilt from the store.
     pub fn from_memory(mem: Carved, buckets: u32) -> Result<CpuIndex, IndexError> {

@@ -123,6 +123,11 @@ pub struct Cli {
     /// or auto (the device for the value sizes where start-up timing found it faster).
     #[arg(long, value_parser = ["cpu", "device", "auto"])]
     pub vector_placement: Option<String>,
+    /// Where index tasks run when the OpenCL device shares host memory (PoCL, integrated
+    /// GPUs): auto (a cost model chooses per batch), cpu, device, or per task, e.g.
+    /// `search=device,insert=cpu` or `IN=device` (docs/placement.md).
+    #[arg(long, value_name = "PLACEMENT")]
+    pub placement: Option<String>,
     /// KVCG's hot/cold split: megabytes of items the hot set may cover; reads of hot keys
     /// are answered without waiting for the batch interval (default: -m / 32; 0: off).
     #[arg(long, value_name = "MB")]
@@ -181,6 +186,8 @@ pub struct Settings {
     pub merge_atomics: bool,
     /// cpu, device or auto (`--vector-placement`).
     pub vector_placement: String,
+    /// Where index tasks run (`--placement`).
+    pub placement: String,
     /// `-l notls:ADDR`: listeners left plain with TLS on.
     pub notls: Vec<IpAddr>,
     /// `-Z`: TLS on the TCP listeners.
@@ -226,6 +233,7 @@ impl Default for Settings {
             conn_buffer_mb: 64,
             merge_atomics: true,
             vector_placement: "auto".into(),
+            placement: "auto".into(),
             notls: Vec::new(),
             tls: false,
             ssl_chain_cert: None,
@@ -390,6 +398,12 @@ impl Settings {
             ["cpu", "device", "auto"].contains(&s.vector_placement.as_str()),
             "vector_placement must be cpu, device or auto"
         );
+        if let Some(v) = &cli.placement {
+            s.placement = v.clone();
+        }
+        s.placement
+            .parse::<hkv_engine::Placement>()
+            .map_err(|e| anyhow::anyhow!("placement: {e}"))?;
         if cli.hot_cache_mb.is_some() {
             s.hot_cache_mb = cli.hot_cache_mb;
         }
@@ -484,6 +498,11 @@ impl Settings {
             max_us,
             ..hkv_engine::ScheduleConfig::default()
         }
+    }
+
+    /// `--placement`, checked when the settings were read.
+    pub fn placement(&self) -> hkv_engine::Placement {
+        self.placement.parse().unwrap_or_default()
     }
 
     pub fn vector_placement(&self) -> hkv_engine::VectorPlacement {

@@ -113,6 +113,7 @@ fn main() -> anyhow::Result<()> {
         schedule: settings.schedule(),
         merge_atomics: settings.merge_atomics,
         vector_placement: settings.vector_placement(),
+        placement: settings.placement(),
         evictions: !cli.disable_evictions,
         memory_file,
         ..EngineConfig::default()

@@ -77,9 +77,10 @@ fn a_failing_device_falls_back_to_the_cpu_and_loses_no_item() {
         eprintln!("no OpenCL device: the fallback test did not run");
         return;
     }
-    // The device fails after 40 kernel launches: in the middle of the writes below.
+    // The device fails after 40 kernel launches: in the middle of the writes below (every
+    // index task placed on the device; `auto` would time both processors at start-up).
     let h = Hkv::start_with_env(
-        &["--engine", "opencl", "-t", "2"],
+        &["--engine", "opencl", "-t", "2", "--placement", "device"],
         &[("HKV_OPENCL_FAIL_AFTER", "40")],
     );
     let mut c = h.connect();
@@ -117,4 +118,51 @@ fn without_an_opencl_platform_auto_uses_the_cpu_and_opencl_refuses_to_start() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("OpenCL"), "unclear error: {err}");
+}
+
+#[test]
+fn placement_is_checked_at_start_reported_and_obeyed_per_task() {
+    let out = Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(["-p", "0", "--placement", "KC=fpga"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("placement") && err.contains("fpga"),
+        "unclear error: {err}"
+    );
+    if !have_opencl() {
+        eprintln!("no OpenCL device: the placement test did not run");
+        return;
+    }
+    let h = Hkv::start(&[
+        "--engine",
+        "opencl",
+        "-t",
+        "1",
+        "--placement",
+        "search=device,insert=cpu",
+    ]);
+    assert_eq!(
+        stat(&h, "hkv", "placement"),
+        "search=device,insert=cpu,delete=auto"
+    );
+    assert_eq!(stat(&h, "hkv", "placement_shared_table"), "1");
+    let mut c = h.connect();
+    let mut batch = String::new();
+    let mut want = String::new();
+    for i in 0..200 {
+        batch += &format!("set p{i} 0 0 {}\r\n{i}\r\n", i.to_string().len());
+        want += "STORED\r\n";
+    }
+    c.expect(&batch, &want);
+    let keys: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
+    let got = c.call(&format!("get {}\r\n", keys.join(" ")), "END\r\n");
+    assert_eq!(got.matches("VALUE ").count(), 200, "{got}");
+    let n = |name: &str| stat(&h, "hkv", name).parse::<u64>().unwrap();
+    assert!(n("placement_search_device_batches") > 0);
+    assert_eq!(n("placement_search_cpu_batches"), 0);
+    assert_eq!(n("placement_insert_device_batches"), 0);
+    assert_healthy(&h);
 }

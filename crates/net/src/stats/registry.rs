@@ -58,10 +58,20 @@ pub(crate) struct Snap<'a> {
     pub st: StoreStats,
     pub sc: ScheduleStats,
     pub pf: hkv_engine::ProfileReport,
+    pub pl: hkv_engine::PlacementReport,
     pub now: u32,
 }
 
 impl Snap<'_> {
+    /// A figure that exists only with an OpenCL device.
+    fn device(&self, f: impl FnOnce() -> Val) -> Val {
+        if self.shared.engine.device_zero_copy().is_some() {
+            f()
+        } else {
+            Val::Absent
+        }
+    }
+
     fn server(&self, f: impl Fn(&ServerStats) -> u64) -> Val {
         Val::U(f(&self.shared.stats))
     }
@@ -283,6 +293,23 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "profile_value_bytes", Gauge, "average value size stored", |s| Val::Fixed(s.pf.avg_value_bytes, 1);
     "profile_batch", Gauge, "average requests per partition batch", |s| Val::Fixed(s.pf.avg_batch, 1);
     "profile_top_key_share", Gauge, "skew: share of requests to the 8 most requested keys per partition (sampled)", |s| Val::Fixed(s.pf.top_key_share, 3);
+    "placement", Setting, "where index tasks run (--placement; applies where the device shares the CPU table)", |s| s.device(|| Val::S(s.shared.engine.placement().0.to_string()));
+    "placement_shared_table", Gauge, "1: the device works on the CPU's own index table, so tasks can be placed", |s| s.device(|| Val::U(s.shared.engine.placement().1 as u64));
+    "placement_search_cpu_batches", Counter, "search batches run on the cpu", |s| s.device(|| Val::U(s.pl.batches[0][0]));
+    "placement_search_device_batches", Counter, "search batches run on the device", |s| s.device(|| Val::U(s.pl.batches[0][1]));
+    "placement_insert_cpu_batches", Counter, "insert batches run on the cpu", |s| s.device(|| Val::U(s.pl.batches[1][0]));
+    "placement_insert_device_batches", Counter, "insert batches run on the device", |s| s.device(|| Val::U(s.pl.batches[1][1]));
+    "placement_delete_cpu_batches", Counter, "delete batches run on the cpu", |s| s.device(|| Val::U(s.pl.batches[2][0]));
+    "placement_delete_device_batches", Counter, "delete batches run on the device", |s| s.device(|| Val::U(s.pl.batches[2][1]));
+    "placement_search_cpu_ns_per_query", Gauge, "cost model: search on the cpu, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[0][0]));
+    "placement_search_device_ns_per_query", Gauge, "cost model: search on the device, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[0][1]));
+    "placement_insert_cpu_ns_per_query", Gauge, "cost model: insert on the cpu, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[1][0]));
+    "placement_insert_device_ns_per_query", Gauge, "cost model: insert on the device, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[1][1]));
+    "placement_delete_cpu_ns_per_query", Gauge, "cost model: delete on the cpu, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[2][0]));
+    "placement_delete_device_ns_per_query", Gauge, "cost model: delete on the device, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[2][1]));
+    "placement_predicted_us", Counter, "cost model: predicted time of the placed index batches", |s| s.device(|| Val::U((s.pl.predicted_ns / 1000.0) as u64));
+    "placement_measured_us", Counter, "measured time of those batches", |s| s.device(|| Val::U((s.pl.measured_ns / 1000.0) as u64));
+    "placement_model_error", Gauge, "cost model: mean |predicted - measured| / measured over placed batches", |s| s.device(|| Val::Fixed(s.pl.model_error(), 3));
     "pending_writes", Gauge, "index writes waiting in the same-key table", |s| Val::U(s.shared.engine.pending_writes() as u64);
     "forwarded_reads", Counter, "reads answered from the same-key table", |s| Val::U(s.e.forwarded_reads);
     "deferred_reads", Counter, "reads moved to a later pass by the value budget", |s| Val::U(s.e.deferred_reads);
@@ -387,6 +414,7 @@ fn snap(shared: &Shared, now: u32) -> Snap<'_> {
         st: shared.engine.store_stats(),
         sc: shared.engine.schedule_stats(),
         pf: shared.engine.profile(),
+        pl: shared.engine.placement_report(),
         now,
     }
 }

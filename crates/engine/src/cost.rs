@@ -1,0 +1,253 @@
+//! The cost model behind `--placement auto` (DIDO §III-B, Eq. 1-4, reduced to what hkv's
+//! partitions do): a partition runs a batch's tasks one after another on its own thread,
+//! and a device call blocks until its kernels are done, so a batch's index time is the sum
+//! of its tasks' times and each task can be placed on its own. Each (task, processor) pair
+//! has a line `t(n) = fixed + per_query * n`: fixed is a kernel launch and its copies on
+//! the device, a few cache misses on the CPU. Lines are fitted from timed calls at
+//! start-up (calibration) and refitted from every batch that runs (older ones fading), so
+//! the model follows the hardware, the table's load and the other work sharing the cores.
+//!
+//! The processor not chosen is still tried now and then, so its line stays current: often
+//! enough to notice a change, rarely enough that the expected cost of trying stays under
+//! [`EXPLORE_BUDGET`] of the batch time it could add.
+
+use crate::policy::{Choice, Placement, Proc, Task};
+use crate::schedule::LinearFit;
+
+/// The share of index time that trying the slower processor may cost on average.
+const EXPLORE_BUDGET: f64 = 0.02;
+/// Tried at least once in this many batches of a task, however slow it looked.
+const EXPLORE_MAX_GAP: u64 = 1 << 14;
+/// Tried at most once in this many batches, however close the two are.
+const EXPLORE_MIN_GAP: u64 = 32;
+/// Calibration batch sizes and repetitions.
+pub(crate) const CALIBRATION_SIZES: [usize; 3] = [1, 64, 1024];
+pub(crate) const CALIBRATION_REPS: usize = 5;
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CostModel {
+    fits: [[LinearFit; 2]; 3],
+    /// Batches of each task since the other processor was last tried.
+    since_explore: [u64; 3],
+    /// Batches run on each (task, processor).
+    batches: [[u64; 2]; 3],
+    /// Each task's prediction for a single query (the `_one` calls), refreshed per batch.
+    single: [Proc; 3],
+    /// Predicted and measured time of every placed batch (ns), for the model's error.
+    pub predicted_ns: f64,
+    pub measured_ns: f64,
+    pub abs_error_ns: f64,
+}
+
+/// What `stats hkv` shows of the model (summed over partitions by the caller).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PlacementReport {
+    /// Batches per task (search, insert, delete) on the CPU and on the device.
+    pub batches: [[u64; 2]; 3],
+    /// Predicted and measured nanoseconds of placed batches, and the sum of the
+    /// differences (the model's error is abs_error / measured).
+    pub predicted_ns: f64,
+    pub measured_ns: f64,
+    pub abs_error_ns: f64,
+    /// The model's per-query cost at a batch of 64, CPU and device, per task (ns).
+    pub per_query_ns_at_64: [[f64; 2]; 3],
+}
+
+impl PlacementReport {
+    pub fn add(&mut self, o: &PlacementReport) {
+        for t in 0..3 {
+            for p in 0..2 {
+                self.batches[t][p] += o.batches[t][p];
+                // Partitions share the hardware: the figure is the mean over them.
+                self.per_query_ns_at_64[t][p] += o.per_query_ns_at_64[t][p];
+            }
+        }
+        self.predicted_ns += o.predicted_ns;
+        self.measured_ns += o.measured_ns;
+        self.abs_error_ns += o.abs_error_ns;
+    }
+
+    /// After adding `parts` reports: the per-query lines become their mean.
+    pub fn scale_lines(&mut self, parts: usize) {
+        let k = parts.max(1) as f64;
+        self.per_query_ns_at_64
+            .iter_mut()
+            .flatten()
+            .for_each(|v| *v /= k);
+    }
+
+    /// The model's error over placed batches: |predicted - measured| / measured.
+    pub fn model_error(&self) -> f64 {
+        if self.measured_ns > 0.0 {
+            self.abs_error_ns / self.measured_ns
+        } else {
+            0.0
+        }
+    }
+}
+
+impl CostModel {
+    /// Predicted nanoseconds of a batch of `n` queries of `task` on `proc`.
+    pub fn predict(&self, task: Task, proc: Proc, n: usize) -> f64 {
+        let (per, fixed) = self.fits[task.slot()][proc.slot()].coefficients();
+        fixed + per * n as f64
+    }
+
+    /// Whether both processors of `task` have been timed.
+    pub fn knows(&self, task: Task) -> bool {
+        self.fits[task.slot()].iter().all(|f| f.samples() > 0.0)
+    }
+
+    /// The cheaper processor for a batch of `n`.
+    pub fn best(&self, task: Task, n: usize) -> Proc {
+        if !self.knows(task) {
+            return Proc::Cpu;
+        }
+        if self.predict(task, Proc::Device, n) < self.predict(task, Proc::Cpu, n) {
+            Proc::Device
+        } else {
+            Proc::Cpu
+        }
+    }
+
+    /// Where a batch of `n` runs under `placement`: forced, or the model's choice with an
+    /// occasional try of the other processor.
+    pub fn choose(&mut self, placement: &Placement, task: Task, n: usize) -> Proc {
+        match placement.of(task) {
+            Choice::Forced(p) => p,
+            Choice::Auto => {
+                let best = self.best(task, n);
+                if !self.knows(task) {
+                    return best;
+                }
+                let other = best.other();
+                let (b, o) = (
+                    self.predict(task, best, n).max(1.0),
+                    self.predict(task, other, n),
+                );
+                // Trying `other` costs (o - b) once per gap batches: keep that under the budget.
+                let gap = (((o - b) / b / EXPLORE_BUDGET).ceil() as u64)
+                    .clamp(EXPLORE_MIN_GAP, EXPLORE_MAX_GAP);
+                let s = &mut self.since_explore[task.slot()];
+                *s += 1;
+                if *s >= gap {
+                    *s = 0;
+                    other
+                } else {
+                    best
+                }
+            }
+        }
+    }
+
+    /// The processor for a single query (`search_one` and the like): forced, or the model's
+    /// choice for n = 1 as of the last batch (not refitted per query: these calls are on
+    /// every write's path).
+    pub fn choose_single(&self, placement: &Placement, task: Task) -> Proc {
+        match placement.of(task) {
+            Choice::Forced(p) => p,
+            Choice::Auto => self.single[task.slot()],
+        }
+    }
+
+    /// A timed batch: refits the line and keeps score of the prediction.
+    pub fn observe(&mut self, task: Task, proc: Proc, n: usize, ns: f64) {
+        if self.knows(task) {
+            let predicted = self.predict(task, proc, n);
+            self.predicted_ns += predicted;
+            self.measured_ns += ns;
+            self.abs_error_ns += (predicted - ns).abs();
+        }
+        self.batches[task.slot()][proc.slot()] += 1;
+        self.calibrate(task, proc, n, ns);
+    }
+
+    /// A timed call outside the service (start-up calibration): refits without scoring.
+    pub fn calibrate(&mut self, task: Task, proc: Proc, n: usize, ns: f64) {
+        self.fits[task.slot()][proc.slot()].record(n as f64, ns);
+        self.single[task.slot()] = self.best(task, 1);
+    }
+
+    pub fn report(&self) -> PlacementReport {
+        let mut per = [[0.0; 2]; 3];
+        for t in Task::ALL {
+            for p in [Proc::Cpu, Proc::Device] {
+                if self.fits[t.slot()][p.slot()].samples() > 0.0 {
+                    per[t.slot()][p.slot()] = self.predict(t, p, 64) / 64.0;
+                }
+            }
+        }
+        PlacementReport {
+            batches: self.batches,
+            predicted_ns: self.predicted_ns,
+            measured_ns: self.measured_ns,
+            abs_error_ns: self.abs_error_ns,
+            per_query_ns_at_64: per,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CPU at 10 ns per query and a device at 20 us per launch + 1 ns per query.
+    fn fitted() -> CostModel {
+        let mut m = CostModel::default();
+        for n in [1usize, 64, 1024, 4096, 16384] {
+            m.calibrate(Task::Search, Proc::Cpu, n, 10.0 * n as f64);
+            m.calibrate(Task::Search, Proc::Device, n, 20_000.0 + n as f64);
+        }
+        m
+    }
+
+    #[test]
+    fn small_batches_go_to_the_cpu_and_large_ones_to_the_device() {
+        let m = fitted();
+        // Break-even: 10 n = 20000 + n, n ~ 2222.
+        assert_eq!(m.best(Task::Search, 64), Proc::Cpu);
+        assert_eq!(m.best(Task::Search, 2000), Proc::Cpu);
+        assert_eq!(m.best(Task::Search, 2500), Proc::Device);
+        assert_eq!(m.best(Task::Search, 100_000), Proc::Device);
+        assert!((m.predict(Task::Search, Proc::Device, 1000) - 21_000.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn forced_placements_are_obeyed_and_auto_explores_within_budget() {
+        let mut m = fitted();
+        let forced: Placement = "search=device".parse().unwrap();
+        assert!((0..100).all(|_| m.choose(&forced, Task::Search, 8) == Proc::Device));
+        // n = 64: CPU 640 ns, device 20064 ns; trying the device must stay under 2% of the
+        // CPU's time on average, so at most one batch in ~1500.
+        let tries = (0..100_000)
+            .filter(|_| m.choose(&Placement::AUTO, Task::Search, 64) == Proc::Device)
+            .count();
+        assert!(tries >= 1, "the slower processor is never re-measured");
+        let cost = tries as f64 * (20_064.0 - 640.0) / (100_000.0 * 640.0);
+        assert!(cost <= EXPLORE_BUDGET * 1.05, "exploring costs {cost}");
+    }
+
+    #[test]
+    fn the_model_follows_a_processor_that_slows_down() {
+        let mut m = fitted();
+        assert_eq!(m.best(Task::Search, 4096), Proc::Device);
+        // The device becomes busy: every launch now takes 200 us.
+        for _ in 0..20_000 {
+            m.observe(Task::Search, Proc::Device, 4096, 200_000.0);
+        }
+        assert_eq!(m.best(Task::Search, 4096), Proc::Cpu);
+        let r = m.report();
+        assert_eq!(r.batches[0][1], 20_000);
+        assert!(r.abs_error_ns > 0.0 && r.measured_ns > 0.0);
+    }
+
+    #[test]
+    fn single_queries_follow_the_model_at_one() {
+        let m = fitted();
+        assert_eq!(m.choose_single(&Placement::AUTO, Task::Search), Proc::Cpu);
+        let forced = Placement::all(Proc::Device);
+        assert_eq!(m.choose_single(&forced, Task::Search), Proc::Device);
+        // Untimed tasks stay on the CPU.
+        assert_eq!(m.best(Task::Delete, 1_000_000), Proc::Cpu);
+    }
+}
