@@ -136,6 +136,15 @@ step "engine benchmark smoke run"
 ./target/release/hkv-bench engine --dataset k8 --keys 200000 \
   --queries 200000 --runs 1 --threads 1,2 --workload a,b,c --dist uniform,zipf
 
+step "placement benchmark smoke run (DIDO workloads on PoCL, every placement and auto)"
+# Proves the cost model predicts and the placements run end to end on the OpenCL engine
+# (real figures: docs/placement.md, docs/BENCHMARKS.md).
+if ./target/release/hkv-bench placement --quick | tee /dev/stderr | grep -q "^model error avg"; then
+  echo "placement-quick: 1 passed, 0 failed" >>"$results"
+else
+  echo "placement-quick: 0 passed, 1 failed" >>"$results"
+fi
+
 step "network benchmark: hkv-bench compare --quick against hkv, memcached and Redis"
 # Proves the load generator and the comparison run end to end and that every server answered
 # every preloaded key (real figures: scripts/compare.sh, docs/BENCHMARKS.md).

@@ -13,7 +13,7 @@ use crate::workload::{median, write_key, Dataset, Dist, Workload};
 use crate::zipf::{KeyChooser, Rng};
 
 const NOW: u32 = 1_700_000_000;
-const PAGE: usize = 1 << 20;
+pub(crate) const PAGE: usize = 1 << 20;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -78,24 +78,24 @@ struct Line<'a> {
 }
 
 /// Keys of one thread's query stream, laid out flat so the timed loop does no formatting.
-struct Stream {
+pub(crate) struct Stream {
     keys: Vec<u8>,
     key_len: usize,
     /// true: GET; false: SET. Only used by the YCSB mixes.
-    is_get: Vec<bool>,
+    pub(crate) is_get: Vec<bool>,
 }
 
 impl Stream {
     fn key(&self, i: usize) -> &[u8] {
         &self.keys[i * self.key_len..(i + 1) * self.key_len]
     }
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.is_get.len()
     }
 }
 
 /// Budget big enough for all keys plus slack, index included.
-fn memory_for(keys: u64, chunk: usize, threads: u32) -> usize {
+pub(crate) fn memory_for(keys: u64, chunk: usize, threads: u32) -> usize {
     let per_page = ClassInfo::new(chunk, PAGE).per_page as u64;
     let pages = (keys / threads as u64 / per_page + 3) * threads as u64;
     let mut budget = (keys as f64 * 1.1 * (chunk as f64 + 10.0)) as usize;
@@ -337,7 +337,13 @@ fn measure(
         .collect()
 }
 
-fn preload(parts: &mut [Partition], owners: &[u8], key_len: usize, value: &[u8], batch: usize) {
+pub(crate) fn preload(
+    parts: &mut [Partition],
+    owners: &[u8],
+    key_len: usize,
+    value: &[u8],
+    batch: usize,
+) {
     std::thread::scope(|s| {
         for (p, part) in parts.iter_mut().enumerate() {
             s.spawn(move || {
@@ -363,7 +369,7 @@ fn preload(parts: &mut [Partition], owners: &[u8], key_len: usize, value: &[u8],
     });
 }
 
-fn make_stream(
+pub(crate) fn make_stream(
     chooser: &KeyChooser,
     owners: &[u8],
     thread: u32,
@@ -391,7 +397,7 @@ fn make_stream(
     }
 }
 
-fn with_mix(s: &Stream, w: Workload, seed: u64) -> Stream {
+pub(crate) fn with_mix(s: &Stream, w: Workload, seed: u64) -> Stream {
     let mut rng = Rng::new(seed);
     Stream {
         keys: s.keys.clone(),
@@ -424,7 +430,13 @@ fn index_only(p: &mut Partition, s: &Stream, batch: usize) -> f64 {
 }
 
 /// The engine's real path on the stream: GETs only (`gets_only`), or the stream's YCSB mix.
-fn engine_mix(p: &mut Partition, s: &Stream, batch: usize, value: &[u8], gets_only: bool) -> f64 {
+pub(crate) fn engine_mix(
+    p: &mut Partition,
+    s: &Stream,
+    batch: usize,
+    value: &[u8],
+    gets_only: bool,
+) -> f64 {
     let mut out = Responses::default();
     let mut reqs: Vec<Request<'_>> = Vec::with_capacity(batch);
     let mut hits = 0u64;

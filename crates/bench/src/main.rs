@@ -6,6 +6,7 @@ mod engine_mode;
 mod hotcold;
 mod interval;
 mod net;
+mod placement;
 mod plot;
 mod randaccess;
 mod workload;
@@ -40,6 +41,10 @@ enum Mode {
     /// KVCG's hot/cold split: hot and cold GET latency at a fixed C with the split on and
     /// off, and throughput under Zipf and uniform loads.
     Hotcold(hotcold::Args),
+    /// DIDO's placement: the 24 workloads on the OpenCL engine (a device sharing host
+    /// memory, e.g. PoCL), every placement of search/insert/delete predicted by the cost
+    /// model and measured, and where `auto` lands.
+    Placement(placement::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -50,5 +55,6 @@ fn main() -> anyhow::Result<()> {
         Mode::Interval(args) => interval::run(&args),
         Mode::Atomics(args) => atomics::run(&args),
         Mode::Hotcold(args) => hotcold::run(&args),
+        Mode::Placement(args) => placement::run(&args),
     }
 }

@@ -29,8 +29,9 @@ pub(crate) struct CostModel {
     fits: [[LinearFit; 2]; 3],
     /// Batches of each task since the other processor was last tried.
     since_explore: [u64; 3],
-    /// Batches run on each (task, processor).
+    /// Batches run on each (task, processor), and the queries in them.
     batches: [[u64; 2]; 3],
+    queries: [[u64; 2]; 3],
     /// Each task's prediction for a single query (the `_one` calls), refreshed per batch.
     single: [Proc; 3],
     /// Predicted and measured time of every placed batch (ns), for the model's error.
@@ -42,8 +43,10 @@ pub(crate) struct CostModel {
 /// What `stats hkv` shows of the model (summed over partitions by the caller).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PlacementReport {
-    /// Batches per task (search, insert, delete) on the CPU and on the device.
+    /// Batches per task (search, insert, delete) on the CPU and on the device, and the
+    /// queries in them.
     pub batches: [[u64; 2]; 3],
+    pub queries: [[u64; 2]; 3],
     /// Predicted and measured nanoseconds of placed batches, and the sum of the
     /// differences (the model's error is abs_error / measured).
     pub predicted_ns: f64,
@@ -58,6 +61,7 @@ impl PlacementReport {
         for t in 0..3 {
             for p in 0..2 {
                 self.batches[t][p] += o.batches[t][p];
+                self.queries[t][p] += o.queries[t][p];
                 // Partitions share the hardware: the figure is the mean over them.
                 self.per_query_ns_at_64[t][p] += o.per_query_ns_at_64[t][p];
             }
@@ -159,6 +163,7 @@ impl CostModel {
             self.abs_error_ns += (predicted - ns).abs();
         }
         self.batches[task.slot()][proc.slot()] += 1;
+        self.queries[task.slot()][proc.slot()] += n as u64;
         self.calibrate(task, proc, n, ns);
     }
 
@@ -179,6 +184,7 @@ impl CostModel {
         }
         PlacementReport {
             batches: self.batches,
+            queries: self.queries,
             predicted_ns: self.predicted_ns,
             measured_ns: self.measured_ns,
             abs_error_ns: self.abs_error_ns,

@@ -254,6 +254,7 @@ impl Engine {
             part.set_evictions(config.evictions);
             part.set_vector_placement(config.vector_placement, calibrated);
             part.set_placement(config.placement);
+            part.calibrate_placement();
             calibrated = Some(part.vector_placement().1);
             if warm {
                 part.restore_index();

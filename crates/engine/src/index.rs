@@ -15,6 +15,18 @@ use crate::cost::CostModel;
 use crate::policy::{Placement, Proc, Task};
 use std::time::Instant;
 
+/// Calibration calls are spaced out by this much CPU work, as a partition's calls are by
+/// the rest of a batch: back to back, a runtime whose threads spin between kernels (PoCL)
+/// launches faster than it does in service (measured: 40-50% faster).
+const CALIBRATION_GAP: std::time::Duration = std::time::Duration::from_micros(200);
+
+fn settle_gap() {
+    let t = Instant::now();
+    while t.elapsed() < CALIBRATION_GAP {
+        std::hint::spin_loop();
+    }
+}
+
 fn ns(t: Instant) -> f64 {
     t.elapsed().as_nanos() as f64
 }
@@ -221,6 +233,7 @@ impl Index {
                     .collect();
                 let mut out = vec![hkv_index::NO_LOCATION; n];
                 for proc in [Proc::Cpu, Proc::Device] {
+                    settle_gap();
                     let t = Instant::now();
                     if !self.search_on(proc, store, &hashes, &mut out, &mut dropped) {
                         return;
@@ -237,11 +250,13 @@ impl Index {
                     let entries: Vec<(KeyHash, Location)> =
                         hashes.iter().zip(0..).map(|(h, l)| (*h, l)).collect();
                     let mut outcomes = Vec::new();
+                    settle_gap();
                     let t = Instant::now();
                     if !self.insert_on(proc, store, &entries, &mut outcomes, &mut dropped) {
                         return;
                     }
                     record(&mut self.model, Task::Insert, t);
+                    settle_gap();
                     let t = Instant::now();
                     if !self.delete_on(proc, store, &entries, &mut dropped) {
                         return;
@@ -430,6 +445,19 @@ impl Index {
             None => Proc::Cpu,
             Some(d) if !d.is_shared() => Proc::Device,
             Some(_) => self.model.choose(&self.policy, task, n),
+        }
+    }
+
+    /// Whether a search of `n` reads would go to the device (so the partition hands it all
+    /// of them in one call).
+    pub fn search_wants_device(&self, n: usize) -> bool {
+        match &self.device {
+            None => false,
+            Some(d) if !d.is_shared() => true,
+            Some(_) => match self.policy.of(Task::Search) {
+                crate::policy::Choice::Forced(p) => p == Proc::Device,
+                crate::policy::Choice::Auto => self.model.best(Task::Search, n) == Proc::Device,
+            },
         }
     }
 

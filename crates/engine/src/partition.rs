@@ -22,7 +22,7 @@ mod write;
 
 /// Reads deferred into one group before their searches run as one batch. Large enough to keep
 /// many misses in flight, small enough that a group's buckets and items stay in L1/L2.
-const READ_GROUP: usize = 64;
+pub const READ_GROUP: usize = 64;
 /// How far ahead, in a partition's requests, a write's index bucket is prefetched.
 const WRITE_AHEAD: usize = 4;
 /// How many reads ahead KC/RD starts loading an item (two lines each: header, ref bit).
@@ -328,11 +328,20 @@ impl Partition {
         (self.vector_placement, self.vector_device_from)
     }
 
-    /// `--placement`, then the start-up timing of each index task on each processor (where
-    /// both work on one table; the table must still be empty for inserts to be timed).
+    /// `--placement` (`hkv-bench placement` changes it between runs).
     pub fn set_placement(&mut self, placement: crate::Placement) {
         self.index.set_policy(placement);
+    }
+
+    /// Times each index task on each processor, where both work on one table and some task
+    /// is placed by the model (the table must still be empty for inserts to be timed).
+    pub fn calibrate_placement(&mut self) {
         self.index.calibrate();
+    }
+
+    /// The cost model's prediction for a batch of `n` queries of `task` on `proc` (ns).
+    pub fn placement_predict(&self, task: crate::Task, proc: crate::Proc, n: usize) -> f64 {
+        self.index.model.predict(task, proc, n)
     }
 
     /// The placement asked for, and whether the device shares the CPU's table (without
@@ -423,6 +432,17 @@ impl Partition {
         order.extend(which);
         self.profile.observe(reqs, hashes, &order);
         self.in_search_writes(reqs, hashes, &order);
+        // Reads are searched 64 at a time on the CPU (enough to hide misses); a device
+        // search pays a launch per call, so it gets every read up to the next write at once.
+        let reads = order
+            .iter()
+            .filter(|&&i| reqs[i as usize].is_read())
+            .count();
+        let group_limit = if self.index.search_wants_device(reads) {
+            usize::MAX
+        } else {
+            READ_GROUP
+        };
         for (pos, &i) in order.iter().enumerate() {
             let iu = i as usize;
             let req = &reqs[iu];
@@ -445,7 +465,7 @@ impl Partition {
             }
             if req.is_read() {
                 self.group.push(i);
-                if self.group.len() == READ_GROUP {
+                if self.group.len() >= group_limit {
                     self.flush_reads(reqs, hashes, now, results, data, group_bytes);
                 }
                 continue;

@@ -1,0 +1,399 @@
+//! `hkv-bench placement`: DIDO's 24 workloads (K8, K16, K32, K128 x 50%, 95%, 100% GET x
+//! uniform, Zipf) on one engine partition with an OpenCL device that shares host memory
+//! (PoCL here). For each workload it predicts every forced placement's throughput with the
+//! cost model, measures each of them and `auto` several times (round-robin, so drift hits
+//! all alike), and reports the model's error and how close `auto` came to the best.
+//!
+//! The prediction: a reference run with every task on the CPU gives the time per request
+//! that no placement moves (hashing, MM, KC, RD, WR: the partition thread does them all)
+//! and each index task's batches and queries; a placement's predicted time per request is
+//! that rest plus, per task, its batches times the model's line at the task's mean batch
+//! size on the placed processor. A device search gets all of a batch's reads at once (the
+//! partition stops grouping them by 64), so its batches are counted from the stream. The
+//! predictions are fixed before anything but the reference has run.
+
+use std::time::Instant;
+
+use hkv_engine::{
+    Backend, Choice, Engine, EngineConfig, Partition, Placement, PlacementReport, Proc, Task,
+    READ_GROUP,
+};
+use hkv_store::{chunk_sizes, HEADER_BYTES};
+
+use crate::engine_mode::{engine_mix, make_stream, memory_for, preload, with_mix, Stream, PAGE};
+use crate::workload::{median, Dataset, Dist, Workload};
+use crate::zipf::KeyChooser;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "k8,k16,k32,k128"
+    )]
+    dataset: Vec<Dataset>,
+    /// GET shares: a = 50%, b = 95%, c = 100%.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "a,b,c")]
+    workload: Vec<Workload>,
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "uniform,zipf"
+    )]
+    dist: Vec<Dist>,
+    #[arg(long, default_value_t = 0.99)]
+    theta: f64,
+    /// Keys preloaded per workload.
+    #[arg(long, default_value_t = 200_000)]
+    keys: u64,
+    /// Requests per measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    queries: u64,
+    /// Requests per engine batch.
+    #[arg(long, default_value_t = 256)]
+    batch: usize,
+    /// Measurements per placement; medians and spreads are reported.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// For CI: two workloads, small key set and streams, two runs.
+    #[arg(long)]
+    quick: bool,
+}
+
+/// A placement's figures in one workload.
+struct Row {
+    placement: Placement,
+    predicted_mops: f64,
+    runs: Vec<f64>,
+    /// Index time the partition measured, per request, over all runs (ns).
+    index_ns: f64,
+}
+
+impl Row {
+    fn median(&self) -> f64 {
+        median(&mut self.runs.clone())
+    }
+
+    /// (max - min) / median of the runs.
+    fn spread(&self) -> f64 {
+        let lo = self.runs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = self.runs.iter().copied().fold(0.0, f64::max);
+        (hi - lo) / self.median().max(1e-12)
+    }
+}
+
+/// What a workload contributes to the closing lines.
+struct Outcome {
+    errors: Vec<f64>,
+    auto_gap: f64,
+    within_spread: bool,
+}
+
+pub fn run(args: &Args) -> anyhow::Result<()> {
+    let (datasets, workloads, dists, keys, queries, runs) = if args.quick {
+        (
+            vec![Dataset::K8, Dataset::K128],
+            vec![Workload::B],
+            vec![Dist::Uniform],
+            20_000,
+            200_000,
+            2,
+        )
+    } else {
+        (
+            args.dataset.clone(),
+            args.workload.clone(),
+            args.dist.clone(),
+            args.keys,
+            args.queries,
+            args.runs.max(1),
+        )
+    };
+    let mut outcomes = Vec::new();
+    for &d in &datasets {
+        for &w in &workloads {
+            for &dist in &dists {
+                outcomes.push(workload(args, d, w, dist, keys, queries, runs)?);
+            }
+        }
+    }
+    let errors: Vec<f64> = outcomes.iter().flat_map(|o| o.errors.clone()).collect();
+    let avg = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
+    let max = errors.iter().copied().fold(0.0, f64::max);
+    let worst = outcomes.iter().map(|o| o.auto_gap).fold(0.0, f64::max);
+    let in_spread = outcomes.iter().filter(|o| o.within_spread).count();
+    println!(
+        "auto within the run-to-run spread of the best on {in_spread} of {} workloads",
+        outcomes.len()
+    );
+    println!(
+        "model error avg {:.1}% max {:.1}%",
+        avg * 100.0,
+        max * 100.0
+    );
+    println!("chosen within {:.1}% of the best", worst * 100.0);
+    Ok(())
+}
+
+fn delta(a: &PlacementReport, b: &PlacementReport, t: Task) -> (u64, u64) {
+    let i = t as usize;
+    (
+        b.batches[i].iter().sum::<u64>() - a.batches[i].iter().sum::<u64>(),
+        b.queries[i].iter().sum::<u64>() - a.queries[i].iter().sum::<u64>(),
+    )
+}
+
+/// Seconds for one pass of the stream.
+fn timed(p: &mut Partition, s: &Stream, batch: usize, value: &[u8]) -> f64 {
+    let t = Instant::now();
+    engine_mix(p, s, batch, value, false);
+    t.elapsed().as_secs_f64()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn workload(
+    args: &Args,
+    dataset: Dataset,
+    w: Workload,
+    dist: Dist,
+    keys: u64,
+    queries: u64,
+    runs: usize,
+) -> anyhow::Result<Outcome> {
+    let (key_len, value_len, _) = dataset.shape();
+    let chunk = chunk_sizes(1.25, PAGE)
+        .into_iter()
+        .find(|&c| c >= HEADER_BYTES + key_len + value_len)
+        .ok_or_else(|| anyhow::anyhow!("item does not fit a page"))?;
+    let value = vec![b'v'; value_len];
+    let engine = Engine::new(&EngineConfig {
+        memory_bytes: memory_for(keys, chunk, 1),
+        partitions: 1,
+        page_size: PAGE,
+        expected_item_bytes: chunk,
+        backend: Backend::OpenCl(None),
+        placement: Placement::AUTO,
+        ..EngineConfig::default()
+    })
+    .map_err(|e| anyhow::anyhow!("{e} (the placement benchmark needs an OpenCL device; PoCL: apt-get install pocl-opencl-icd)"))?;
+    let (_arena, mut parts) = engine.into_partitions();
+    anyhow::ensure!(
+        parts[0].placement().1,
+        "the device does not share the CPU's table (a discrete GPU?): every index task runs on it, there is nothing to place"
+    );
+    let owners = vec![0u8; keys as usize];
+    preload(&mut parts, &owners, key_len, &value, args.batch);
+    let p = &mut parts[0];
+    let chooser = match dist {
+        Dist::Uniform => KeyChooser::uniform(keys),
+        Dist::Zipf => KeyChooser::zipf(keys, args.theta),
+    };
+    let stream = with_mix(
+        &make_stream(&chooser, &owners, 0, queries, key_len, 7),
+        w,
+        11,
+    );
+    let batch = args.batch;
+
+    // Reference: everything on the CPU, warmed once, then `runs` passes (median time; index
+    // time and batches averaged over them).
+    let cpu = Placement::all(Proc::Cpu);
+    p.set_placement(cpu);
+    timed(p, &stream, batch, &value);
+    let r0 = p.placement_report();
+    let mut ref_secs: Vec<f64> = (0..runs)
+        .map(|_| timed(p, &stream, batch, &value))
+        .collect();
+    let r1 = p.placement_report();
+    let secs = median(&mut ref_secs);
+    let n = stream.len() as f64;
+    let index_ns = (r1.measured_ns - r0.measured_ns) / runs as f64;
+    let rest_ns = (secs * 1e9 - index_ns).max(0.0) / n;
+    let per_task: Vec<(u64, u64)> = Task::ALL
+        .iter()
+        .map(|&t| {
+            let (b, q) = delta(&r0, &r1, t);
+            (b / runs as u64, q / runs as u64)
+        })
+        .collect();
+    // Search batches of the reference are read groups (READ_GROUP reads at most) and one
+    // batch of the writes' searches per engine batch; a device search takes every read of
+    // an engine batch at once instead, and the writes' batches stay as they were.
+    let (mut read_batches, mut reads, mut cpu_groups) = (0u64, 0u64, 0u64);
+    for s in (0..stream.len()).step_by(batch) {
+        let r = (s..(s + batch).min(stream.len()))
+            .filter(|&i| stream.is_get[i])
+            .count() as u64;
+        read_batches += u64::from(r > 0);
+        reads += r;
+        cpu_groups += r.div_ceil(READ_GROUP as u64);
+    }
+    let (ref_b, ref_q) = per_task[Task::Search as usize];
+    let write_searches = (
+        ref_b.saturating_sub(cpu_groups),
+        ref_q.saturating_sub(reads),
+    );
+    let deletes = per_task[Task::Delete as usize].0;
+    // Without delete batches the delete placement cannot matter: it follows insert's.
+    let placements: Vec<Placement> = Placement::enumerate()
+        .into_iter()
+        .filter(|pl| deletes > 0 || pl.of(Task::Delete) == pl.of(Task::Insert))
+        .collect();
+    let predict = |pl: &Placement| -> f64 {
+        let mut ns = rest_ns * n;
+        for t in Task::ALL {
+            let Choice::Forced(proc) = pl.of(t) else {
+                continue;
+            };
+            let parts = if t == Task::Search && proc == Proc::Device {
+                vec![(read_batches, reads), write_searches]
+            } else {
+                vec![per_task[t as usize]]
+            };
+            for (b, q) in parts.into_iter().filter(|&(b, _)| b > 0) {
+                ns += b as f64 * p.placement_predict(t, proc, (q / b) as usize);
+            }
+        }
+        n / ns * 1e3
+    };
+    let lines = |p: &Partition| -> String {
+        Task::ALL
+            .iter()
+            .filter(|&&t| per_task[t as usize].0 > 0)
+            .map(|&t| {
+                let (b, q) = per_task[t as usize];
+                let m = (q / b) as usize;
+                let dm = if t == Task::Search {
+                    (reads / read_batches.max(1)) as usize
+                } else {
+                    m
+                };
+                format!(
+                    "{} cpu {:.1} us @{m}, device {:.1} us @{dm}",
+                    t.name(),
+                    p.placement_predict(t, Proc::Cpu, m) / 1e3,
+                    p.placement_predict(t, Proc::Device, dm) / 1e3
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let lines_before = lines(p);
+    let mut rows: Vec<Row> = placements
+        .iter()
+        .map(|pl| Row {
+            placement: *pl,
+            predicted_mops: predict(pl),
+            runs: Vec::new(),
+            index_ns: 0.0,
+        })
+        .collect();
+    let model_pick = rows
+        .iter()
+        .max_by(|a, b| a.predicted_mops.total_cmp(&b.predicted_mops))
+        .map(|r| r.placement)
+        .unwrap_or(cpu);
+    let mut auto = Row {
+        placement: Placement::AUTO,
+        predicted_mops: predict(&model_pick),
+        runs: Vec::new(),
+        index_ns: 0.0,
+    };
+    // Batches auto placed on each processor, over its runs only.
+    let mut auto_batches = [[0u64; 2]; 3];
+    for _ in 0..runs {
+        for row in rows.iter_mut().chain(std::iter::once(&mut auto)) {
+            p.set_placement(row.placement);
+            let before = p.placement_report();
+            row.runs.push(n / timed(p, &stream, batch, &value) / 1e6);
+            let after = p.placement_report();
+            row.index_ns += (after.measured_ns - before.measured_ns) / n / runs as f64;
+            if row.placement == Placement::AUTO {
+                for (t, row) in auto_batches.iter_mut().enumerate() {
+                    for (q, b) in row.iter_mut().enumerate() {
+                        *b += after.batches[t][q] - before.batches[t][q];
+                    }
+                }
+            }
+        }
+    }
+    let lines_after = lines(p);
+    println!(
+        "{dataset:?} (value {value_len} B) {}% GET {dist:?}: {keys} keys, {queries} requests x {runs} runs, batch {batch}{}",
+        w.get_percent(),
+        if deletes == 0 {
+            "; no delete batches, so delete follows insert"
+        } else {
+            ""
+        }
+    );
+    println!(
+        "  {:<38} {:>10} {:>10} {:>7} {:>7} {:>9} {:>9}",
+        "placement", "pred Mops", "meas Mops", "spread", "error", "index ns", "rest ns"
+    );
+    let mut errors = Vec::new();
+    for r in &rows {
+        let m = r.median();
+        let e = (r.predicted_mops - m).abs() / m;
+        errors.push(e);
+        println!(
+            "  {:<38} {:>10.3} {:>10.3} {:>6.1}% {:>6.1}% {:>9.1} {:>9.1}",
+            r.placement.to_string(),
+            r.predicted_mops,
+            m,
+            r.spread() * 100.0,
+            e * 100.0,
+            r.index_ns,
+            1e3 / m - r.index_ns
+        );
+    }
+    let best = rows
+        .iter()
+        .max_by(|a, b| a.median().total_cmp(&b.median()))
+        .expect("placements");
+    let am = auto.median();
+    let gap = ((best.median() - am) / best.median()).max(0.0);
+    let within_spread = gap <= best.spread().max(auto.spread());
+    let share = |t: Task| {
+        let [cpu, dev] = auto_batches[t as usize];
+        let all = cpu + dev;
+        if all == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.0}% dev", dev as f64 * 100.0 / all as f64)
+        }
+    };
+    println!(
+        "  {:<38} {:>10.3} {:>10.3} {:>6.1}%  (search {}, insert {}, delete {})",
+        "auto",
+        auto.predicted_mops,
+        am,
+        auto.spread() * 100.0,
+        share(Task::Search),
+        share(Task::Insert),
+        share(Task::Delete)
+    );
+    println!(
+        "  best {} ({:.3} Mops, spread {:.1}%); model's pick {}; auto within {:.1}% of the best{}",
+        best.placement,
+        best.median(),
+        best.spread() * 100.0,
+        model_pick,
+        gap * 100.0,
+        if within_spread {
+            " (within the spread)"
+        } else {
+            ""
+        }
+    );
+    println!("  reference rest {rest_ns:.1} ns per request");
+    println!("  model lines before: {lines_before}");
+    println!("  model lines after:  {lines_after}");
+    Ok(Outcome {
+        errors,
+        auto_gap: gap,
+        within_spread,
+    })
+}
