@@ -54,6 +54,10 @@ pub struct PlacementReport {
     pub abs_error_ns: f64,
     /// The model's per-query cost at a batch of 64, CPU and device, per task (ns).
     pub per_query_ns_at_64: [[f64; 2]; 3],
+    /// 64-query chunks of device-placed searches that the partition's own thread took
+    /// (work stealing), and that the device did.
+    pub chunks_host: u64,
+    pub chunks_device: u64,
 }
 
 impl PlacementReport {
@@ -69,6 +73,8 @@ impl PlacementReport {
         self.predicted_ns += o.predicted_ns;
         self.measured_ns += o.measured_ns;
         self.abs_error_ns += o.abs_error_ns;
+        self.chunks_host += o.chunks_host;
+        self.chunks_device += o.chunks_device;
     }
 
     /// After adding `parts` reports: the per-query lines become their mean.
@@ -189,6 +195,8 @@ impl CostModel {
             measured_ns: self.measured_ns,
             abs_error_ns: self.abs_error_ns,
             per_query_ns_at_64: per,
+            chunks_host: 0,
+            chunks_device: 0,
         }
     }
 }

@@ -93,6 +93,8 @@ pub(crate) struct Index {
     carried: IndexStats,
     /// `--placement`: honoured where both processors work on one table.
     policy: Placement,
+    /// Chunks of device-placed searches done by this thread and by the device.
+    pub stolen: hkv_index::opencl::Stolen,
     pub model: CostModel,
 }
 
@@ -109,6 +111,7 @@ impl Index {
             carried: IndexStats::default(),
             policy: Placement::AUTO,
             model: CostModel::default(),
+            stolen: Default::default(),
         };
         ix.share();
         ix
@@ -146,7 +149,15 @@ impl Index {
         // touches it only between device calls, each of which waits for its kernels.
         let shared = unsafe { d.share_host_table(table, buckets) };
         let ok = match shared {
-            Ok(()) => self.probe_sharing(),
+            Ok(()) => {
+                self.probe_sharing() && {
+                    if let Some(d) = &mut self.device {
+                        let steals = d.probe_stealing();
+                        tracing::info!(steals, "index table shared with the device");
+                    }
+                    true
+                }
+            }
             Err(e) => {
                 tracing::info!(error = %e, "index table not shared with the device");
                 false
@@ -490,17 +501,25 @@ impl Index {
         out: &mut [Location],
         dropped: &mut Vec<Location>,
     ) -> bool {
-        match (&self.device, proc) {
-            (Some(d), Proc::Device) => match d.try_search(hashes, out) {
-                Ok(()) => true,
-                Err(e) => {
-                    self.failed(e, store, dropped);
-                    false
-                }
-            },
+        let cpu = &self.cpu;
+        let done = match (&mut self.device, proc) {
+            (Some(d), Proc::Device) if d.steals() => d
+                .try_search_stealing(hashes, out, true, |h, o| cpu.search(h, o))
+                .map(|s| {
+                    self.stolen.host += s.host;
+                    self.stolen.device += s.device;
+                }),
+            (Some(d), Proc::Device) => d.try_search(hashes, out),
             _ => {
                 self.cpu.search(hashes, out);
-                true
+                return true;
+            }
+        };
+        match done {
+            Ok(()) => true,
+            Err(e) => {
+                self.failed(e, store, dropped);
+                false
             }
         }
     }

@@ -352,7 +352,16 @@ impl Partition {
 
     /// The cost model's counters and lines.
     pub fn placement_report(&self) -> crate::PlacementReport {
-        self.index.model.report()
+        crate::PlacementReport {
+            chunks_host: self.index.stolen.host,
+            chunks_device: self.index.stolen.device,
+            ..self.index.model.report()
+        }
+    }
+
+    /// Whether device-placed searches are shared with this thread (work stealing).
+    pub fn steals(&self) -> bool {
+        self.index.device().is_some_and(|d| d.steals())
     }
 
     /// Whether a device holds this partition's index.

@@ -459,6 +459,11 @@ impl SharedEngine {
         r
     }
 
+    /// Whether device-placed searches are shared with the partition threads.
+    pub fn steals(&self) -> bool {
+        self.lock(0).steals()
+    }
+
     /// `--placement` and whether the device shares the CPU's table.
     pub fn placement(&self) -> (crate::Placement, bool) {
         self.lock(0).placement()

@@ -211,3 +211,51 @@ fn tables_beyond_the_allocation_limit_are_split() {
     dev.search(&ks, &mut sb);
     assert!(sb.iter().all(|&l| l == NO_LOCATION));
 }
+
+/// The differential test of the shared table and of `search_steal`: the device works on the
+/// CPU table in place, and a search shared between the device and this thread (either one
+/// taking any number of chunks) answers exactly what the CPU backend answers.
+#[test]
+fn a_shared_table_and_stolen_search_chunks_match_the_cpu_backend() {
+    let Some(mut dev) = ocl(1 << 10) else { return };
+    if !dev.device().host_unified_memory {
+        eprintln!("the device does not share host memory: nothing to test");
+        return;
+    }
+    let arena = Arena::new(8 << 20).unwrap();
+    let mut cpu = CpuIndex::new(&arena, 1 << 10).unwrap();
+    // SAFETY: `cpu` outlives `dev` here (dropped in reverse order of declaration is not
+    // enough: `dev` is dropped explicitly first) and is not touched during device calls.
+    unsafe { dev.share_host_table(cpu.table_ptr(), 1 << 10) }.unwrap();
+    let present = keys(3000, 7);
+    for (i, h) in present.iter().enumerate() {
+        cpu.insert_one(h, i as u32);
+    }
+    let mut queries = present.clone();
+    queries.extend(keys(1000, 8));
+    let mut want = vec![0; queries.len()];
+    cpu.search(&queries, &mut want);
+    // The device reads what the CPU wrote.
+    let mut got = vec![0; queries.len()];
+    dev.try_search(&queries, &mut got).unwrap();
+    assert_eq!(got, want);
+    if !dev.device().is_cpu {
+        drop(dev);
+        return;
+    }
+    assert!(dev.probe_stealing(), "stealing refused on a CPU device");
+    let (mut host, mut device) = (0, 0);
+    for round in 0..20 {
+        let mut got = vec![0; queries.len()];
+        let s = dev
+            .try_search_stealing(&queries, &mut got, round % 4 != 0, |h, o| cpu.search(h, o))
+            .unwrap();
+        assert_eq!(got, want, "round {round}");
+        assert_eq!(s.host + s.device, queries.len().div_ceil(64) as u64);
+        host += s.host;
+        device += s.device;
+    }
+    assert!(device > 0, "the device never took a chunk");
+    assert!(host > 0, "this thread never took a chunk");
+    drop(dev);
+}

@@ -164,5 +164,8 @@ fn placement_is_checked_at_start_reported_and_obeyed_per_task() {
     assert!(n("placement_search_device_batches") > 0);
     assert_eq!(n("placement_search_cpu_batches"), 0);
     assert_eq!(n("placement_insert_device_batches"), 0);
+    // PoCL is a CPU device: its searches are shared with the partition's thread.
+    assert_eq!(stat(&h, "hkv", "placement_steals"), "1");
+    assert!(n("placement_chunks_host") + n("placement_chunks_device") >= 4);
     assert_healthy(&h);
 }

@@ -27,23 +27,46 @@ inline uint alt_bucket(uint b, uint sig, uint mask) {
     return b ^ ((fmix32(sig) | 1u) & mask);
 }
 
+inline uint find(__global const uint* table, uint sig, uint lo, uint mask) {
+    uint b = lo & mask;
+    for (int k = 0; k < 2; k++) {
+        __global const uint* bk = table + (size_t)b * BUCKET_WORDS;
+        for (int s = 0; s < SLOTS; s++) {
+            if (bk[s] == sig) return bk[SLOTS + s];
+        }
+        b = alt_bucket(b, sig, mask);
+    }
+    return NO_LOC;
+}
+
 __kernel void search(__global const uint* table, __global const uint* sigs,
                      __global const uint* los, __global uint* out, uint n, uint mask) {
     uint i = get_global_id(0);
     if (i >= n) return;
-    uint sig = sigs[i];
-    uint b = los[i] & mask;
-    for (int k = 0; k < 2; k++) {
-        __global const uint* bk = table + (size_t)b * BUCKET_WORDS;
-        for (int s = 0; s < SLOTS; s++) {
-            if (bk[s] == sig) {
-                out[i] = bk[SLOTS + s];
-                return;
-            }
-        }
-        b = alt_bucket(b, sig, mask);
-    }
-    out[i] = NO_LOC;
+    out[i] = find(table, sigs[i], los[i], mask);
+}
+
+// Work stealing (DIDO section IV-C): the device's work-groups and the host thread take
+// GROUP-query chunks from one counter (`next`), so whichever is faster does more of the
+// batch; `done` counts finished chunks, and the host returns once all are done, whether or
+// not every work-group has even started (a late one finds the counter past the end and does
+// nothing). One chunk per work-group, no loop: a barrier inside a loop with an exit is
+// what kernel compilers (PoCL's among them) handle worst. Only where counter, inputs and
+// outputs are the very bytes the host uses (a CPU device such as PoCL; the host proves it
+// at start-up).
+__kernel void search_steal(__global const uint* table, __global const uint* sigs,
+                           __global const uint* los, __global uint* out, uint n, uint mask,
+                           volatile __global uint* next, volatile __global uint* done) {
+    __local uint chunk;
+    uint lid = get_local_id(0);
+    if (lid == 0) chunk = atomic_inc(next);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint start = chunk * GROUP;
+    uint i = start + lid;
+    if (start < n && i < n) out[i] = find(table, sigs[i], los[i], mask);
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0 && start < n) atomic_inc(done);
 }
 
 // One work-item per entry; the host guarantees no two entries of a launch share a

@@ -18,8 +18,10 @@ use crate::hash::{
 };
 use crate::{IndexBackend, IndexError, IndexStats, InsertOutcome, Location, NO_LOCATION};
 
+mod steal;
 mod vector;
 
+pub use steal::Stolen;
 pub use vector::{OclVector, ELEMENTS};
 
 const SOURCE: &str = include_str!("index.cl");
@@ -36,7 +38,7 @@ const OUT_EVICTED: u32 = 3;
 /// Build options that give the kernels the host's constants.
 pub fn build_options() -> String {
     format!(
-        "-D SLOTS={SLOTS_PER_BUCKET} -D PREF_BITS={PREFERRED_SLOT_BITS}u -D MAX_DISPLACEMENTS={MAX_DISPLACEMENTS}u -D FMIX_C1={FMIX_C1:#x}u -D FMIX_C2={FMIX_C2:#x}u"
+        "-D GROUP={GROUP} -D SLOTS={SLOTS_PER_BUCKET} -D PREF_BITS={PREFERRED_SLOT_BITS}u -D MAX_DISPLACEMENTS={MAX_DISPLACEMENTS}u -D FMIX_C1={FMIX_C1:#x}u -D FMIX_C2={FMIX_C2:#x}u"
     )
 }
 
@@ -51,6 +53,8 @@ pub struct DeviceInfo {
     pub name: String,
     pub platform: String,
     pub is_gpu: bool,
+    /// A CPU device (PoCL): its memory is the host's, its atomics the host's atomics.
+    pub is_cpu: bool,
     /// The device shares host memory (PoCL, integrated GPUs): zero-copy buffers are possible.
     pub host_unified_memory: bool,
     pub max_alloc: u64,
@@ -78,6 +82,10 @@ pub fn devices() -> Vec<(DeviceInfo, Device)> {
                 is_gpu: d
                     .dev_type()
                     .map(|t| t & opencl3::device::CL_DEVICE_TYPE_GPU != 0)
+                    .unwrap_or(false),
+                is_cpu: d
+                    .dev_type()
+                    .map(|t| t & opencl3::device::CL_DEVICE_TYPE_CPU != 0)
                     .unwrap_or(false),
                 host_unified_memory: d.host_unified_memory().unwrap_or(false),
                 max_alloc: d.max_mem_alloc_size().unwrap_or(0),
@@ -130,6 +138,7 @@ pub struct OclIndex {
     queues: [CommandQueue; 2],
     context: Context,
     search: Kernel,
+    search_steal: Kernel,
     insert: Kernel,
     displace: Kernel,
     remove: Kernel,
@@ -153,6 +162,17 @@ pub struct OclIndex {
     zero_copy: bool,
     /// The table is host memory the CPU backend also uses ([`OclIndex::share_host_table`]).
     shared: bool,
+    /// Searches are shared with the calling thread (steal.rs).
+    steal: bool,
+    /// Stealing searches whose kernels may still run.
+    inflight: Vec<steal::Inflight>,
+}
+
+impl Drop for OclIndex {
+    fn drop(&mut self) {
+        // Kernels still running read buffers that `inflight` frees.
+        self.drain();
+    }
 }
 
 /// Where device time goes, from the device's profiling events (nanoseconds).
@@ -233,8 +253,9 @@ impl OclIndex {
         let program = Program::create_and_build_from_source(&context, SOURCE, &build_options())
             .map_err(|e| err("build", e))?;
         let kernel = |name: &str| Kernel::create(&program, name).map_err(|e| err(name, e));
-        let (search, insert, displace, remove) = (
+        let (search, search_steal, insert, displace, remove) = (
             kernel("search")?,
+            kernel("search_steal")?,
             kernel("insert")?,
             kernel("displace")?,
             kernel("remove")?,
@@ -253,6 +274,7 @@ impl OclIndex {
             queues,
             context,
             search,
+            search_steal,
             insert,
             displace,
             remove,
@@ -269,6 +291,8 @@ impl OclIndex {
             timing: Timing::default(),
             zero_copy: false,
             shared: false,
+            steal: false,
+            inflight: Vec::new(),
         })
         .map(|mut ix: OclIndex| {
             // HKV_OPENCL_ZERO_COPY=0 turns it off, to compare both ways on one device.
@@ -286,6 +310,7 @@ impl OclIndex {
             return Err(IndexError::Size(format!("{buckets} is not a power of two")));
         }
         self.launch()?;
+        self.drain();
         let (tables, per_sub) =
             make_tables(&self.context, &self.queues[0], buckets, self.max_alloc)?;
         self.tables = tables;
@@ -293,6 +318,7 @@ impl OclIndex {
         self.sub_shift = per_sub.trailing_zeros();
         self.stats.entries = 0;
         self.shared = false;
+        self.steal = false;
         Ok(())
     }
 
@@ -323,6 +349,7 @@ impl OclIndex {
             )));
         }
         self.launch()?;
+        self.drain();
         let words = buckets as usize * 2 * SLOTS_PER_BUCKET;
         // SAFETY: the caller guarantees `words` live words at `table` for the buffer's life.
         let buffer = unsafe {
@@ -367,6 +394,7 @@ impl OclIndex {
     /// Empties the table (`flush_all`).
     pub fn clear(&mut self) -> Result<(), IndexError> {
         self.launch()?;
+        self.drain();
         let words = (self.mask as usize + 1) * 2 * SLOTS_PER_BUCKET;
         self.stats.entries = 0;
         let mut init = vec![0u32; words];

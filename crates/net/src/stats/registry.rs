@@ -307,6 +307,9 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "placement_insert_device_ns_per_query", Gauge, "cost model: insert on the device, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[1][1]));
     "placement_delete_cpu_ns_per_query", Gauge, "cost model: delete on the cpu, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[2][0]));
     "placement_delete_device_ns_per_query", Gauge, "cost model: delete on the device, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[2][1]));
+    "placement_steals", Gauge, "1: device-placed searches are shared with the partition's thread in 64-query chunks (work stealing)", |s| s.device(|| Val::U(s.shared.engine.steals() as u64));
+    "placement_chunks_host", Counter, "chunks of device-placed searches the partition's thread took", |s| s.device(|| Val::U(s.pl.chunks_host));
+    "placement_chunks_device", Counter, "chunks of device-placed searches the device did", |s| s.device(|| Val::U(s.pl.chunks_device));
     "placement_predicted_us", Counter, "cost model: predicted time of the placed index batches", |s| s.device(|| Val::U((s.pl.predicted_ns / 1000.0) as u64));
     "placement_measured_us", Counter, "measured time of those batches", |s| s.device(|| Val::U((s.pl.measured_ns / 1000.0) as u64));
     "placement_model_error", Gauge, "cost model: mean |predicted - measured| / measured over placed batches", |s| s.device(|| Val::Fixed(s.pl.model_error(), 3));
