@@ -92,6 +92,16 @@ impl Stream {
     pub(crate) fn len(&self) -> usize {
         self.is_get.len()
     }
+
+    /// The first `n` requests.
+    pub(crate) fn head(&self, n: usize) -> Stream {
+        let n = n.min(self.len());
+        Stream {
+            keys: self.keys[..n * self.key_len].to_vec(),
+            key_len: self.key_len,
+            is_get: self.is_get[..n].to_vec(),
+        }
+    }
 }
 
 /// Budget big enough for all keys plus slack, index included.
