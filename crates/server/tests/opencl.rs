@@ -135,10 +135,20 @@ fn placement_is_checked_at_start_reported_and_obeyed_per_task() {
     // The documented example configuration parses, placement included, and a flag wins.
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/hkv.toml");
     let out = Command::new(env!("CARGO_BIN_EXE_hkv"))
-        .args(["--config", example, "--placement", "IN=device", "--print-config"])
+        .args([
+            "--config",
+            example,
+            "--placement",
+            "IN=device",
+            "--print-config",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let printed = String::from_utf8_lossy(&out.stdout);
     assert!(printed.contains("placement = \"IN=device\""), "{printed}");
     if !have_opencl() {
