@@ -1,5 +1,5 @@
 //! `--placement`: where each part of IN (search, insert, delete) runs when a device holds
-//! the index. `auto` lets the cost model choose per batch (crate::cost); a forced placement
+//! the index. `auto` lets the cost model choose per batch (cost.rs); a forced placement
 //! is for experiments and for `hkv-bench placement`, which enumerates them all.
 
 use std::fmt;
