@@ -2,15 +2,7 @@
 
 mod common;
 
-use common::{Client, Hkv};
-
-fn stat(c: &mut Client, group: &str, name: &str) -> String {
-    let s = c.call(&format!("stats{group}\r\n"), "END\r\n");
-    s.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .unwrap_or_else(|| panic!("no {name} in {s}"))
-        .to_string()
-}
+use common::Hkv;
 
 #[test]
 fn a_crawl_frees_expired_items_now_and_disable_stops_it() {
@@ -23,15 +15,20 @@ fn a_crawl_frees_expired_items_now_and_disable_stops_it() {
         c.send(format!("set e{i} 0 1 1 noreply\r\nx\r\n").as_bytes());
     }
     c.call("set keep 0 0 1\r\nk\r\n", "STORED\r\n");
-    assert_eq!(stat(&mut c, "", "curr_items"), "2001");
+    assert_eq!(c.stat("", "curr_items").unwrap(), "2001");
     std::thread::sleep(std::time::Duration::from_millis(2100));
-    let checked_before: u64 = stat(&mut c, "", "crawler_items_checked").parse().unwrap();
+    let checked_before: u64 = c
+        .stat("", "crawler_items_checked")
+        .unwrap()
+        .parse()
+        .unwrap();
     c.expect("lru_crawler crawl all\r\n", "OK\r\n");
-    assert_eq!(stat(&mut c, "", "curr_items"), "1");
-    assert_eq!(stat(&mut c, "", "crawler_reclaimed"), "2000");
-    assert_eq!(stat(&mut c, "", "lru_crawler_starts"), "1");
+    assert_eq!(c.stat("", "curr_items").unwrap(), "1");
+    assert_eq!(c.stat("", "crawler_reclaimed").unwrap(), "2000");
+    assert_eq!(c.stat("", "lru_crawler_starts").unwrap(), "1");
     assert!(
-        stat(&mut c, "", "crawler_items_checked")
+        c.stat("", "crawler_items_checked")
+            .unwrap()
             .parse::<u64>()
             .unwrap()
             >= checked_before + 2001
@@ -40,7 +37,7 @@ fn a_crawl_frees_expired_items_now_and_disable_stops_it() {
     c.expect("lru_crawler crawl 1,5\r\n", "OK\r\n");
     // Disabled: crawls are refused, as memcached's source answers; a second disable is OK.
     c.expect("lru_crawler disable\r\n", "OK\r\n");
-    assert_eq!(stat(&mut c, " settings", "lru_crawler"), "no");
+    assert_eq!(c.stat("settings", "lru_crawler").unwrap(), "no");
     c.expect(
         "lru_crawler crawl all\r\n",
         "CLIENT_ERROR lru crawler disabled\r\n",
@@ -53,8 +50,8 @@ fn a_crawl_frees_expired_items_now_and_disable_stops_it() {
     );
     c.expect("lru_crawler tocrawl 5\r\n", "OK\r\n");
     c.expect("lru_crawler sleep 1000\r\n", "OK\r\n");
-    assert_eq!(stat(&mut c, " settings", "lru_crawler_tocrawl"), "5");
-    assert_eq!(stat(&mut c, " settings", "lru_crawler_sleep"), "1000");
+    assert_eq!(c.stat("settings", "lru_crawler_tocrawl").unwrap(), "5");
+    assert_eq!(c.stat("settings", "lru_crawler_sleep").unwrap(), "1000");
 }
 
 #[test]
@@ -66,13 +63,13 @@ fn tocrawl_bounds_the_chunks_a_crawl_examines_per_class() {
         c.send(format!("set e{i} 0 1 1 noreply\r\nx\r\n").as_bytes());
     }
     c.call("mn\r\n", "MN\r\n");
-    assert_eq!(stat(&mut c, "", "curr_items"), "100");
+    assert_eq!(c.stat("", "curr_items").unwrap(), "100");
     std::thread::sleep(std::time::Duration::from_millis(2100));
     c.expect("lru_crawler enable\r\n", "OK\r\n");
     c.expect("lru_crawler tocrawl 10\r\n", "OK\r\n");
     c.expect("lru_crawler crawl 1\r\n", "OK\r\n");
     // Ten chunks of class 1 examined and freed (the sweep may have taken a few more since
     // enable: at most what it examines in a second).
-    let reclaimed: u64 = stat(&mut c, "", "crawler_reclaimed").parse().unwrap();
+    let reclaimed: u64 = c.stat("", "crawler_reclaimed").unwrap().parse().unwrap();
     assert!(reclaimed >= 10, "{reclaimed}");
 }

@@ -12,20 +12,13 @@ use std::time::Duration;
 
 use common::{Client, Hkv};
 
-fn stat(c: &mut Client, name: &str) -> Option<u64> {
-    let r = c.call("stats hkv\r\n", "END\r\n");
-    r.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 /// The loops to run a test body on: epoll always, io_uring where `auto` finds it works
 /// (old kernels, seccomp and `kernel.io_uring_disabled` refuse it).
 fn loops() -> Vec<&'static str> {
     let mut v = vec!["epoll"];
     let h = Hkv::start(&["-t", "1", "--io", "auto"]);
     let mut c = h.connect();
-    if stat(&mut c, "uring_workers") == Some(1) {
+    if c.stat_u64("hkv", "uring_workers") == Some(1) {
         v.push("uring");
     } else {
         eprintln!("io_uring is not available here; only epoll is tested");
@@ -41,8 +34,10 @@ fn each_loop_is_reported_in_stats() {
         }
         let h = Hkv::start(&["-t", "2", "--io", io]);
         let mut c = h.connect();
-        assert_eq!(stat(&mut c, "uring_workers"), Some(want), "{io}");
-        let ring = stat(&mut c, "ring_buffer_bytes").expect("ring_buffer_bytes");
+        assert_eq!(c.stat_u64("hkv", "uring_workers"), Some(want), "{io}");
+        let ring = c
+            .stat_u64("hkv", "ring_buffer_bytes")
+            .expect("ring_buffer_bytes");
         assert_eq!(ring > 0, want > 0, "{io}: ring buffers {ring}");
         assert_eq!(
             c.call("set k 0 0 2\r\nhi\r\nget k\r\n", "END\r\n"),
@@ -260,7 +255,7 @@ fn connections_reset_mid_request_or_mid_reply_are_all_released() {
             admin.call("set ok 0 0 2\r\nok\r\nget ok\r\n", "END\r\n"),
             "STORED\r\nVALUE ok 0 2\r\nok\r\nEND\r\n"
         );
-        let bufs = stat(&mut admin, "conn_buffer_bytes").unwrap();
+        let bufs = admin.stat_u64("hkv", "conn_buffer_bytes").unwrap();
         assert!(
             bufs < 4 << 20,
             "{io}: {bufs} bytes still in connection buffers"

@@ -7,21 +7,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Client, Hkv};
-
-fn stat(c: &mut Client, name: &str) -> Option<u64> {
-    let s = c.call("stats hkv\r\n", "END\r\n");
-    s.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .and_then(|v| v.trim().parse().ok())
-}
+use common::Hkv;
 
 /// Reads `key` (pipelined) until the router holds it hot.
 fn make_hot(h: &Hkv, key: &str) {
     let mut c = h.connect();
     let mut admin = h.connect();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while stat(&mut admin, "hot_bins").unwrap_or(0) == 0 {
+    while admin.stat_u64("hkv", "hot_bins").unwrap_or(0) == 0 {
         assert!(Instant::now() < deadline, "the router never made {key} hot");
         c.send(format!("get {key}\r\n").repeat(400).as_bytes());
         let want = "END\r\n".repeat(400);
@@ -57,28 +50,28 @@ fn hot_reads_are_answered_on_the_hot_path_and_cold_ones_are_not() {
     );
     make_hot(&h, "hot");
     let mut admin = h.connect();
-    let before = stat(&mut admin, "hot_gets").unwrap();
+    let before = admin.stat_u64("hkv", "hot_gets").unwrap();
     for _ in 0..20 {
         c.expect("get hot\r\n", "VALUE hot 0 1\r\nh\r\nEND\r\n");
     }
-    let hot = stat(&mut admin, "hot_gets").unwrap() - before;
+    let hot = admin.stat_u64("hkv", "hot_gets").unwrap() - before;
     assert!(hot >= 19, "only {hot} of 20 hot reads took the hot path");
-    let before = stat(&mut admin, "hot_gets").unwrap();
+    let before = admin.stat_u64("hkv", "hot_gets").unwrap();
     for _ in 0..5 {
         c.expect("get cold\r\n", "VALUE cold 0 1\r\nc\r\nEND\r\n");
     }
     assert_eq!(
-        stat(&mut admin, "hot_gets").unwrap(),
+        admin.stat_u64("hkv", "hot_gets").unwrap(),
         before,
         "a cold read took the hot path"
     );
     // Meta reads of the hot key take it too. (The first read after an idle spell longer
     // than C has no window to wait for, and is answered at once by an ordinary pass.)
-    let before = stat(&mut admin, "hot_gets").unwrap();
+    let before = admin.stat_u64("hkv", "hot_gets").unwrap();
     for _ in 0..10 {
         c.expect("mg hot v\r\n", "VA 1\r\nh\r\n");
     }
-    let meta = stat(&mut admin, "hot_gets").unwrap() - before;
+    let meta = admin.stat_u64("hkv", "hot_gets").unwrap() - before;
     assert!(meta >= 9, "{meta} of 10 meta reads took the hot path");
 }
 

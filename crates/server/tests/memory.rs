@@ -3,16 +3,7 @@
 
 mod common;
 
-use common::{Client, Hkv};
-
-fn stat(c: &mut Client, group: &str, name: &str) -> u64 {
-    let s = c.call(&format!("stats{group}\r\n"), "END\r\n");
-    s.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .unwrap_or_else(|| panic!("no {name} in {s}"))
-        .parse()
-        .expect("a number")
-}
+use common::Hkv;
 
 #[test]
 fn regression_small_memory_is_not_stranded_across_partitions() {
@@ -20,7 +11,7 @@ fn regression_small_memory_is_not_stranded_across_partitions() {
     // (2883 evicted) where one partition keeps 527.
     let h = Hkv::start(&["-m", "16", "-t", "2"]);
     let mut c = h.connect();
-    assert_eq!(stat(&mut c, " hkv", "partitions"), 1);
+    assert_eq!(c.stat_u64("hkv", "partitions").unwrap(), 1);
     let mut x: u64 = 12345;
     for i in 0..3000 {
         x = x
@@ -32,9 +23,9 @@ fn regression_small_memory_is_not_stranded_across_partitions() {
         c.send(b"\r\n");
     }
     c.call("mn\r\n", "MN\r\n");
-    let items = stat(&mut c, "", "curr_items");
+    let items = c.stat_u64("", "curr_items").unwrap();
     assert!(items >= 400, "{items} items held in 16 MiB");
     // With memory enough for 16 pages each, every worker has its own partition.
     let big = Hkv::start(&["-m", "64", "-t", "2"]);
-    assert_eq!(stat(&mut big.connect(), " hkv", "partitions"), 2);
+    assert_eq!(big.connect().stat_u64("hkv", "partitions").unwrap(), 2);
 }

@@ -32,12 +32,9 @@ fn starts_on_opencl() -> bool {
 }
 
 fn stat(h: &Hkv, group: &str, name: &str) -> String {
-    let mut c = h.connect();
-    let s = c.call(&format!("stats {group}\r\n"), "END\r\n");
-    s.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+    h.connect()
+        .stat(group, name)
         .unwrap_or_else(|| panic!("no {name}"))
-        .to_string()
 }
 
 #[test]

@@ -110,6 +110,24 @@ pub struct Client {
 }
 
 impl Client {
+    /// `STAT <name>` of `stats <group>` (`""`: plain `stats`), if the server reports it.
+    pub fn stat(&mut self, group: &str, name: &str) -> Option<String> {
+        let cmd = if group.is_empty() {
+            "stats\r\n".to_string()
+        } else {
+            format!("stats {group}\r\n")
+        };
+        let s = self.call(&cmd, "END\r\n");
+        s.lines()
+            .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
+            .map(str::to_string)
+    }
+
+    /// The same, as a number.
+    pub fn stat_u64(&mut self, group: &str, name: &str) -> Option<u64> {
+        self.stat(group, name).and_then(|v| v.trim().parse().ok())
+    }
+
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("connect");
         stream
