@@ -256,6 +256,16 @@ fn a_shared_table_and_stolen_search_chunks_match_the_cpu_backend() {
         device += s.device;
     }
     assert!(device > 0, "the device never took a chunk");
+    // A batch of 3,000+ chunks: the device cannot take them all before this thread starts.
+    let big: Vec<KeyHash> = queries.iter().cycle().take(200_000).copied().collect();
+    let mut want = vec![0; big.len()];
+    cpu.search(&big, &mut want);
+    let mut got = vec![0; big.len()];
+    let s = dev
+        .try_search_stealing(&big, &mut got, true, |h, o| cpu.search(h, o))
+        .unwrap();
+    assert_eq!(got, want);
+    host += s.host;
     assert!(host > 0, "this thread never took a chunk");
     drop(dev);
 }

@@ -21,6 +21,8 @@ use opencl3::types::cl_uint;
 use super::{err, OclIndex, GROUP};
 use crate::{IndexError, KeyHash, Location};
 
+/// Searches whose kernels may still be running, at most.
+const MAX_INFLIGHT: usize = 16;
 /// How long the host waits on the device's last chunks before asking the runtime whether
 /// the kernel failed.
 const CHECK_EVERY: Duration = Duration::from_millis(1);
@@ -73,9 +75,13 @@ impl OclIndex {
         self.steal
     }
 
-    /// Drops the searches whose kernels have finished.
+    /// Drops the searches whose kernels have finished; past [`MAX_INFLIGHT`] waits for all,
+    /// so the memory held for late kernels stays bounded (a few batches' inputs and results).
     pub(super) fn reap(&mut self) {
         self.inflight.retain(|f| !f.complete());
+        if self.inflight.len() >= MAX_INFLIGHT {
+            self.drain();
+        }
     }
 
     /// Waits for every kernel, so nothing still reads memory the host is about to reuse.
