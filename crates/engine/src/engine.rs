@@ -36,6 +36,9 @@ pub struct EngineConfig {
     pub vector_placement: crate::VectorPlacement,
     /// Where index tasks run when a device shares the CPU's table (`--placement`).
     pub placement: crate::Placement,
+    /// Let a device that shares host memory work on the CPU's table (false: it keeps its
+    /// own, as a discrete GPU does; for tests and comparisons, like `HKV_OPENCL_SHARE=0`).
+    pub share_device_table: bool,
     /// Evict live items when memory is spent (memcached's default; `-M`: false, and a
     /// write that needs memory answers out of memory instead).
     pub evictions: bool,
@@ -69,6 +72,7 @@ impl Default for EngineConfig {
             merge_atomics: true,
             vector_placement: crate::VectorPlacement::Auto,
             placement: crate::Placement::AUTO,
+            share_device_table: true,
             evictions: true,
             memory_file: None,
         }
@@ -253,6 +257,9 @@ impl Engine {
             part.set_merge_atomics(config.merge_atomics);
             part.set_evictions(config.evictions);
             part.set_vector_placement(config.vector_placement, calibrated);
+            if config.share_device_table {
+                part.share_device_table();
+            }
             part.set_placement(config.placement);
             part.calibrate_placement();
             calibrated = Some(part.vector_placement().1);

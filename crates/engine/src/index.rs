@@ -100,7 +100,7 @@ pub(crate) struct Index {
 
 impl Index {
     pub fn new(cpu: CpuIndex, device: Option<OclIndex>) -> Index {
-        let mut ix = Index {
+        Index {
             cpu,
             device,
             pending_rebuild: false,
@@ -112,9 +112,7 @@ impl Index {
             policy: Placement::AUTO,
             model: CostModel::default(),
             stolen: Default::default(),
-        };
-        ix.share();
-        ix
+        }
     }
 
     /// Whether the CPU and the device work on one table (so any index task may run on
@@ -135,7 +133,7 @@ impl Index {
     /// with a probe entry that each processor sees the other's writes; otherwise (a
     /// discrete GPU, a table larger than one allocation, `HKV_OPENCL_SHARE=0`) the device
     /// keeps a table of its own and runs every index operation.
-    fn share(&mut self) {
+    pub fn share(&mut self) {
         let buckets = self.cpu.bucket_count();
         let table = self.cpu.table_ptr();
         let Some(d) = &mut self.device else { return };
@@ -480,15 +478,17 @@ impl Index {
         }
     }
 
-    /// A placed batch's time, for the model (only where there is a choice to make).
+    /// A placed batch's time, for the model.
     fn timed(&mut self, task: Task, proc: Proc, n: usize, t: Option<Instant>) {
         if let Some(t) = t {
             self.model.observe(task, proc, n, ns(t));
         }
     }
 
+    /// Batches are timed wherever there is a device (counted in `stats hkv` even where the
+    /// table is not shared and there is nothing to choose).
     fn clock(&self) -> Option<Instant> {
-        self.shared().then(Instant::now)
+        self.device.is_some().then(Instant::now)
     }
 
     /// A search on `proc`; false if the device failed (the CPU table is then rebuilt,

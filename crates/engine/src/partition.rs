@@ -328,6 +328,12 @@ impl Partition {
         (self.vector_placement, self.vector_device_from)
     }
 
+    /// Puts the device on the CPU's own table where it shares host memory (see
+    /// `Index::share`); before anything is stored.
+    pub fn share_device_table(&mut self) {
+        self.index.share();
+    }
+
     /// `--placement` (`hkv-bench placement` changes it between runs).
     pub fn set_placement(&mut self, placement: crate::Placement) {
         self.index.set_policy(placement);

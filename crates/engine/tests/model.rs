@@ -153,7 +153,7 @@ proptest! {
     ) {
         // Index writes delayed through the same-key table (periodic batches), or not (C = 0).
         let min_us = if delayed { 100.0 } else { 0.0 };
-        run_model(Backend::Cpu, Placement::AUTO, partitions, buckets_log, memory_kib, keys, batches, min_us)?;
+        run_model(Backend::Cpu, (Placement::AUTO, true), partitions, buckets_log, memory_kib, keys, batches, min_us)?;
     }
 }
 
@@ -178,7 +178,7 @@ fn engine_on_opencl_agrees_with_a_map() {
         return;
     }
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases: 18,
+        cases: 20,
         ..ProptestConfig::default()
     });
     runner
@@ -189,14 +189,26 @@ fn engine_on_opencl_agrees_with_a_map() {
                 48usize..200,
                 4u8..120,
                 batches(),
-                0usize..9,
+                0usize..10,
             ),
             |(p, b, m, k, batches, which)| {
+                // 0-7: every forced placement, 8: auto, 9: the device on a table of its own
+                // (a discrete GPU's way).
                 let placement = Placement::enumerate()
                     .get(which)
                     .copied()
                     .unwrap_or(Placement::AUTO);
-                run_model(Backend::OpenCl(None), placement, p, b, m, k, batches, 0.0)
+                let shared = which != 9;
+                run_model(
+                    Backend::OpenCl(None),
+                    (placement, shared),
+                    p,
+                    b,
+                    m,
+                    k,
+                    batches,
+                    0.0,
+                )
             },
         )
         .unwrap();
@@ -205,7 +217,7 @@ fn engine_on_opencl_agrees_with_a_map() {
 #[allow(clippy::too_many_arguments)]
 fn run_model(
     backend: Backend,
-    placement: Placement,
+    (placement, share_device_table): (Placement, bool),
     partitions: u32,
     buckets_log: u32,
     memory_kib: usize,
@@ -221,6 +233,7 @@ fn run_model(
             buckets_per_partition: Some(1 << buckets_log),
             backend,
             placement,
+            share_device_table,
             schedule: ScheduleConfig {
                 min_us,
                 max_us: min_us.max(1000.0),

@@ -123,3 +123,28 @@ fn auto_starts_from_timed_lines_and_scores_its_predictions() {
     let batches: u64 = r.batches.iter().flatten().sum();
     assert!(batches >= 9, "{batches} placed batches");
 }
+
+#[test]
+fn a_device_with_a_table_of_its_own_runs_every_index_task_whatever_the_placement() {
+    if !device() {
+        return;
+    }
+    let mut e = Engine::new(&EngineConfig {
+        memory_bytes: 16 << 20,
+        page_size: 64 << 10,
+        buckets_per_partition: Some(1 << 12),
+        backend: Backend::OpenCl(None),
+        placement: Placement::all(Proc::Cpu),
+        share_device_table: false,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    assert!(!e.partitions()[0].placement().1);
+    assert!(!e.partitions()[0].steals());
+    exercise(&mut e, 2);
+    let r = e.partitions()[0].placement_report();
+    for t in Task::ALL {
+        assert_eq!(r.batches[t as usize][Proc::Cpu as usize], 0, "{}", t.name());
+    }
+    assert!(r.batches[Task::Search as usize][Proc::Device as usize] > 0);
+}
