@@ -62,6 +62,24 @@ impl Inflight {
     }
 }
 
+/// Waits for a queue when dropped armed: a search that fails or unwinds half-way must not
+/// free buffers a kernel may still be using.
+struct FinishOnDrop<'a>(Option<&'a opencl3::command_queue::CommandQueue>);
+
+impl FinishOnDrop<'_> {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for FinishOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(q) = self.0 {
+            let _ = q.finish();
+        }
+    }
+}
+
 /// Chunks of one stealing search, by who did them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stolen {
@@ -205,6 +223,8 @@ impl OclIndex {
                 .enqueue_nd_range(&self.queues[0])
         }
         .map_err(|e| err("search_steal", e))?;
+        // If anything below unwinds, the kernel must be done before the buffers are freed.
+        let guard = FinishOnDrop(Some(&self.queues[0]));
         self.queues[0].flush().map_err(|e| err("flush", e))?;
         // Raw pointers from here on: the device writes these words too.
         let res_ptr = res.words().as_mut_ptr();
@@ -253,6 +273,7 @@ impl OclIndex {
         }
         // SAFETY: every chunk is done (Acquire above): no one writes these n words any more.
         out.copy_from_slice(unsafe { std::slice::from_raw_parts(res_ptr, n) });
+        guard.disarm();
         self.inflight.push(Inflight {
             event,
             _buffers: vec![bs, bl, bo, bc, bd],
