@@ -58,6 +58,8 @@ pub struct PlacementReport {
     /// (work stealing), and that the device did.
     pub chunks_host: u64,
     pub chunks_device: u64,
+    /// Where `auto` puts each task now, at the task's mean batch size so far.
+    pub current: [Proc; 3],
 }
 
 impl PlacementReport {
@@ -75,6 +77,11 @@ impl PlacementReport {
         self.abs_error_ns += o.abs_error_ns;
         self.chunks_host += o.chunks_host;
         self.chunks_device += o.chunks_device;
+    }
+
+    /// `current` as a placement (`search=cpu,insert=device,delete=cpu`, or one word).
+    pub fn current_placement(&self) -> Placement {
+        Placement(self.current.map(Choice::Forced))
     }
 
     /// After adding `parts` reports: the per-query lines become their mean.
@@ -197,6 +204,14 @@ impl CostModel {
             per_query_ns_at_64: per,
             chunks_host: 0,
             chunks_device: 0,
+            current: Task::ALL.map(|t| {
+                let i = t.slot();
+                let (b, q) = (
+                    self.batches[i][0] + self.batches[i][1],
+                    self.queries[i][0] + self.queries[i][1],
+                );
+                self.best(t, if b > 0 { (q / b) as usize } else { 64 })
+            }),
         }
     }
 }

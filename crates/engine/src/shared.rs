@@ -371,7 +371,11 @@ impl SharedEngine {
     pub fn placement_report(&self) -> crate::PlacementReport {
         let mut r = crate::PlacementReport::default();
         for p in 0..self.partitions.len() {
-            r.add(&self.lock(p).placement_report());
+            let part = self.lock(p).placement_report();
+            if p == 0 {
+                r.current = part.current;
+            }
+            r.add(&part);
         }
         r.scale_lines(self.partitions.len());
         r

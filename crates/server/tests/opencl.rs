@@ -165,6 +165,11 @@ fn placement_is_checked_at_start_reported_and_obeyed_per_task() {
         "search=device,insert=cpu,delete=auto"
     );
     assert_eq!(stat(&h, "hkv", "placement_shared_table"), "1");
+    let current = stat(&h, "hkv", "placement_current");
+    assert!(
+        current == "cpu" || current == "device" || current.starts_with("search="),
+        "{current}"
+    );
     let mut c = h.connect();
     let mut batch = String::new();
     let mut want = String::new();
