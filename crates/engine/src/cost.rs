@@ -210,7 +210,7 @@ impl CostModel {
                     self.batches[i][0] + self.batches[i][1],
                     self.queries[i][0] + self.queries[i][1],
                 );
-                self.best(t, if b > 0 { (q / b) as usize } else { 64 })
+                self.best(t, q.checked_div(b).map_or(64, |m| m as usize))
             }),
         }
     }
