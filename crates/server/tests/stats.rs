@@ -6,14 +6,6 @@ mod common;
 
 use common::{Client, Hkv};
 
-fn stat(c: &mut Client, group: &str, name: &str) -> String {
-    let s = c.call(&format!("stats{group}\r\n"), "END\r\n");
-    s.lines()
-        .find_map(|l| l.strip_prefix(&format!("STAT {name} ")))
-        .unwrap_or_else(|| panic!("no {name} in {s}"))
-        .to_string()
-}
-
 #[test]
 fn counters_are_counted_and_reset_gauges_are_not() {
     let h = Hkv::start(&["-t", "2"]);
@@ -25,21 +17,25 @@ fn counters_are_counted_and_reset_gauges_are_not() {
     c.call("touch a 100\r\n", "\r\n");
     c.call("cas a 0 0 1 999999999\r\n3\r\n", "\r\n");
     c.call("mn\r\nmg a v\r\n", "1\r\n");
-    assert_eq!(stat(&mut c, "", "cmd_set"), "3");
-    assert_eq!(stat(&mut c, "", "cmd_touch"), "1");
-    assert_eq!(stat(&mut c, "", "cmd_meta"), "2");
-    assert_eq!(stat(&mut c, "", "cas_badval"), "1");
-    assert_eq!(stat(&mut c, " slabs", "1:cmd_set"), "2");
-    assert_eq!(stat(&mut c, " slabs", "1:touch_hits"), "1");
-    assert_eq!(stat(&mut c, " slabs", "1:cas_badval"), "1");
-    assert_eq!(stat(&mut c, " items", "items:1:number"), "2");
+    assert_eq!(c.stat("", "cmd_set").unwrap(), "3");
+    assert_eq!(c.stat("", "cmd_touch").unwrap(), "1");
+    assert_eq!(c.stat("", "cmd_meta").unwrap(), "2");
+    assert_eq!(c.stat("", "cas_badval").unwrap(), "1");
+    assert_eq!(c.stat("slabs", "1:cmd_set").unwrap(), "2");
+    assert_eq!(c.stat("slabs", "1:touch_hits").unwrap(), "1");
+    assert_eq!(c.stat("slabs", "1:cas_badval").unwrap(), "1");
+    assert_eq!(c.stat("items", "items:1:number").unwrap(), "2");
     c.expect("stats reset\r\n", "RESET\r\n");
-    assert_eq!(stat(&mut c, "", "cmd_set"), "0");
-    assert_eq!(stat(&mut c, "", "get_hits"), "0");
-    assert_eq!(stat(&mut c, " slabs", "1:cmd_set"), "0");
-    assert_eq!(stat(&mut c, "", "curr_items"), "2", "a gauge is not reset");
+    assert_eq!(c.stat("", "cmd_set").unwrap(), "0");
+    assert_eq!(c.stat("", "get_hits").unwrap(), "0");
+    assert_eq!(c.stat("slabs", "1:cmd_set").unwrap(), "0");
+    assert_eq!(
+        c.stat("", "curr_items").unwrap(),
+        "2",
+        "a gauge is not reset"
+    );
     c.call("set a 0 0 1\r\n1\r\n", "STORED\r\n");
-    assert_eq!(stat(&mut c, "", "cmd_set"), "1");
+    assert_eq!(c.stat("", "cmd_set").unwrap(), "1");
     c.expect("stats sizes\r\n", "STAT sizes_status disabled\r\nEND\r\n");
     c.expect("stats nonsense\r\n", "ERROR\r\n");
 }
@@ -83,7 +79,7 @@ fn cache_memlimit_moves_the_limit_within_what_was_reserved() {
     let mut c = h.connect();
     c.expect("cache_memlimit 32\r\n", "OK\r\n");
     assert_eq!(
-        stat(&mut c, "", "limit_maxbytes"),
+        c.stat("", "limit_maxbytes").unwrap(),
         (32u64 << 20).to_string()
     );
     c.expect(
@@ -95,7 +91,7 @@ fn cache_memlimit_moves_the_limit_within_what_was_reserved() {
         "ERROR\r\n",
     );
     assert_eq!(
-        stat(&mut c, " settings", "maxbytes"),
+        c.stat("settings", "maxbytes").unwrap(),
         (64u64 << 20).to_string()
     );
 }
@@ -135,9 +131,9 @@ fn a_large_value_finds_memory_held_by_small_items() {
         let got = c.call(&format!("get big{k}\r\n"), "END\r\n");
         assert!(got.starts_with(&format!("VALUE big{k} 0 {}\r\nbbb", big.len())));
     }
-    assert_ne!(stat(&mut c, "", "slabs_moved"), "0");
+    assert_ne!(c.stat("", "slabs_moved").unwrap(), "0");
     c.expect("slabs automove 0\r\n", "OK\r\n");
-    assert_eq!(stat(&mut c, " settings", "slab_automove"), "0");
+    assert_eq!(c.stat("settings", "slab_automove").unwrap(), "0");
 }
 
 #[test]
@@ -167,7 +163,8 @@ fn regression_cachedump_lists_the_newest_items_first() {
 fn stats_hkv_profiles_the_workload() {
     // DIDO's cost-model inputs: shares, sizes, batch size and skew over a sliding window.
     let profile = |c: &mut Client, name: &str| -> f64 {
-        stat(c, " hkv", name)
+        c.stat("hkv", name)
+            .unwrap()
             .parse()
             .unwrap_or_else(|_| panic!("{name}"))
     };
