@@ -449,11 +449,14 @@ impl Partition {
         self.in_search_writes(reqs, hashes, &order);
         // Reads are searched 64 at a time on the CPU (enough to hide misses); a device
         // search pays a launch per call, so it gets every read up to the next write at once.
-        let reads = order
-            .iter()
-            .filter(|&&i| reqs[i as usize].is_read())
-            .count();
-        let group_limit = if self.index.search_wants_device(reads) {
+        // (Counted only with a device: the CPU engine's hot path does not pay for it.)
+        let group_limit = if self.has_device()
+            && self.index.search_wants_device(
+                order
+                    .iter()
+                    .filter(|&&i| reqs[i as usize].is_read())
+                    .count(),
+            ) {
             usize::MAX
         } else {
             READ_GROUP
