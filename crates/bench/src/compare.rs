@@ -228,7 +228,7 @@ pub(crate) fn start(
 }
 
 /// `stats hkv` as name -> value.
-fn hkv_stats(addr: SocketAddr) -> anyhow::Result<BTreeMap<String, String>> {
+pub(crate) fn hkv_stats(addr: SocketAddr) -> anyhow::Result<BTreeMap<String, String>> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(b"stats hkv\r\n")?;

@@ -9,6 +9,7 @@ mod net;
 mod placement;
 mod plot;
 mod randaccess;
+mod timeline;
 mod workload;
 mod zipf;
 
@@ -45,6 +46,9 @@ enum Mode {
     /// memory, e.g. PoCL), every placement of search/insert/delete predicted by the cost
     /// model and measured, and where `auto` lands.
     Placement(placement::Args),
+    /// DIDO Fig. 20: the OpenCL engine under a load that alternates between mixes, once per
+    /// placement; throughput over time and where `auto` ran the index tasks.
+    Timeline(timeline::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -56,5 +60,6 @@ fn main() -> anyhow::Result<()> {
         Mode::Atomics(args) => atomics::run(&args),
         Mode::Hotcold(args) => hotcold::run(&args),
         Mode::Placement(args) => placement::run(&args),
+        Mode::Timeline(args) => timeline::run(&args),
     }
 }

@@ -24,11 +24,83 @@ const EXPLORE_MIN_GAP: u64 = 32;
 pub(crate) const CALIBRATION_SIZES: [usize; 3] = [1, 64, 1024];
 pub(crate) const CALIBRATION_REPS: usize = 5;
 
+/// One task's two lines (CPU, device) and the choice between them: the cheaper line at the
+/// call's size, with the other processor tried within [`EXPLORE_BUDGET`]. `n` is whatever
+/// the task's time grows with: queries in a batch, or bytes of a vector update.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ProcPair {
+    fits: [LinearFit; 2],
+    /// Calls since the other processor was last tried.
+    since_explore: u64,
+}
+
+impl ProcPair {
+    /// Predicted nanoseconds of a call of size `n` on `proc`.
+    pub fn predict(&self, proc: Proc, n: usize) -> f64 {
+        let (per, fixed) = self.fits[proc.slot()].coefficients();
+        fixed + per * n as f64
+    }
+
+    /// Whether both processors have been timed.
+    pub fn knows(&self) -> bool {
+        self.fits.iter().all(|f| f.samples() > 0.0)
+    }
+
+    /// The cheaper processor at `n` (the CPU until both are timed).
+    pub fn best(&self, n: usize) -> Proc {
+        if self.knows() && self.predict(Proc::Device, n) < self.predict(Proc::Cpu, n) {
+            Proc::Device
+        } else {
+            Proc::Cpu
+        }
+    }
+
+    /// The smallest size from which the device is predicted cheaper (None: never, or not
+    /// timed), assuming it does not win at small sizes only.
+    pub fn device_from(&self) -> Option<usize> {
+        if !self.knows() {
+            return None;
+        }
+        let (cpu, dev) = (self.fits[0].coefficients(), self.fits[1].coefficients());
+        if dev.1 <= cpu.1 && dev.0 <= cpu.0 {
+            return Some(0);
+        }
+        if dev.0 >= cpu.0 {
+            return None;
+        }
+        let n = ((dev.1 - cpu.1) / (cpu.0 - dev.0)).ceil();
+        (n < usize::MAX as f64).then_some(n as usize)
+    }
+
+    /// The model's choice at `n`, now and then the other processor so its line stays
+    /// current: trying it costs (other - best) once per gap calls, kept under the budget.
+    pub fn choose_auto(&mut self, n: usize) -> Proc {
+        let best = self.best(n);
+        if !self.knows() {
+            return best;
+        }
+        let other = best.other();
+        let (b, o) = (self.predict(best, n).max(1.0), self.predict(other, n));
+        let gap =
+            (((o - b) / b / EXPLORE_BUDGET).ceil() as u64).clamp(EXPLORE_MIN_GAP, EXPLORE_MAX_GAP);
+        self.since_explore += 1;
+        if self.since_explore >= gap {
+            self.since_explore = 0;
+            other
+        } else {
+            best
+        }
+    }
+
+    /// A timed call: refits `proc`'s line (older calls fading).
+    pub fn record(&mut self, proc: Proc, n: usize, ns: f64) {
+        self.fits[proc.slot()].record(n as f64, ns);
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CostModel {
-    fits: [[LinearFit; 2]; 3],
-    /// Batches of each task since the other processor was last tried.
-    since_explore: [u64; 3],
+    tasks: [ProcPair; 3],
     /// Batches run on each (task, processor), and the queries in them.
     batches: [[u64; 2]; 3],
     queries: [[u64; 2]; 3],
@@ -106,25 +178,17 @@ impl PlacementReport {
 impl CostModel {
     /// Predicted nanoseconds of a batch of `n` queries of `task` on `proc`.
     pub fn predict(&self, task: Task, proc: Proc, n: usize) -> f64 {
-        let (per, fixed) = self.fits[task.slot()][proc.slot()].coefficients();
-        fixed + per * n as f64
+        self.tasks[task.slot()].predict(proc, n)
     }
 
     /// Whether both processors of `task` have been timed.
     pub fn knows(&self, task: Task) -> bool {
-        self.fits[task.slot()].iter().all(|f| f.samples() > 0.0)
+        self.tasks[task.slot()].knows()
     }
 
     /// The cheaper processor for a batch of `n`.
     pub fn best(&self, task: Task, n: usize) -> Proc {
-        if !self.knows(task) {
-            return Proc::Cpu;
-        }
-        if self.predict(task, Proc::Device, n) < self.predict(task, Proc::Cpu, n) {
-            Proc::Device
-        } else {
-            Proc::Cpu
-        }
+        self.tasks[task.slot()].best(n)
     }
 
     /// Where a batch of `n` runs under `placement`: forced, or the model's choice with an
@@ -132,28 +196,7 @@ impl CostModel {
     pub fn choose(&mut self, placement: &Placement, task: Task, n: usize) -> Proc {
         match placement.of(task) {
             Choice::Forced(p) => p,
-            Choice::Auto => {
-                let best = self.best(task, n);
-                if !self.knows(task) {
-                    return best;
-                }
-                let other = best.other();
-                let (b, o) = (
-                    self.predict(task, best, n).max(1.0),
-                    self.predict(task, other, n),
-                );
-                // Trying `other` costs (o - b) once per gap batches: keep that under the budget.
-                let gap = (((o - b) / b / EXPLORE_BUDGET).ceil() as u64)
-                    .clamp(EXPLORE_MIN_GAP, EXPLORE_MAX_GAP);
-                let s = &mut self.since_explore[task.slot()];
-                *s += 1;
-                if *s >= gap {
-                    *s = 0;
-                    other
-                } else {
-                    best
-                }
-            }
+            Choice::Auto => self.tasks[task.slot()].choose_auto(n),
         }
     }
 
@@ -182,7 +225,7 @@ impl CostModel {
 
     /// A timed call outside the service (start-up calibration): refits without scoring.
     pub fn calibrate(&mut self, task: Task, proc: Proc, n: usize, ns: f64) {
-        self.fits[task.slot()][proc.slot()].record(n as f64, ns);
+        self.tasks[task.slot()].record(proc, n, ns);
         self.single[task.slot()] = self.best(task, 1);
     }
 
@@ -190,7 +233,7 @@ impl CostModel {
         let mut per = [[0.0; 2]; 3];
         for t in Task::ALL {
             for p in [Proc::Cpu, Proc::Device] {
-                if self.fits[t.slot()][p.slot()].samples() > 0.0 {
+                if self.tasks[t.slot()].fits[p.slot()].samples() > 0.0 {
                     per[t.slot()][p.slot()] = self.predict(t, p, 64) / 64.0;
                 }
             }
@@ -268,6 +311,23 @@ mod tests {
         let r = m.report();
         assert_eq!(r.batches[0][1], 20_000);
         assert!(r.abs_error_ns > 0.0 && r.measured_ns > 0.0);
+    }
+
+    #[test]
+    fn the_break_even_size_is_where_the_lines_cross() {
+        let m = fitted();
+        let pair = m.tasks[Task::Search.slot()];
+        let from = pair.device_from().expect("the device's line is flatter");
+        assert!((2220..=2224).contains(&from), "{from}");
+        assert_eq!(pair.best(from - 2), Proc::Cpu);
+        assert_eq!(pair.best(from + 1), Proc::Device);
+        let mut slower = ProcPair::default();
+        slower.record(Proc::Cpu, 10, 10.0);
+        slower.record(Proc::Cpu, 1000, 1000.0);
+        slower.record(Proc::Device, 10, 5000.0);
+        slower.record(Proc::Device, 1000, 7000.0);
+        assert_eq!(slower.device_from(), None, "steeper and dearer: never");
+        assert_eq!(ProcPair::default().device_from(), None, "untimed: never");
     }
 
     #[test]

@@ -262,7 +262,7 @@ impl Engine {
             }
             part.set_placement(config.placement);
             part.calibrate_placement();
-            calibrated = Some(part.vector_placement().1);
+            calibrated = Some(part.vector_calibration());
             if warm {
                 part.restore_index();
             }

@@ -72,8 +72,9 @@ pub struct Partition {
     merge_atomics: bool,
     /// Vector kernels on the index's device, if there is one.
     vector_device: Option<hkv_index::opencl::OclVector>,
-    /// Values of at least this many bytes are updated on `vector_device`; `None`: never.
-    vector_device_from: Option<usize>,
+    /// Under `auto`: the cost of a vector update on each processor by value size (None:
+    /// no usable device, or another placement).
+    vector_model: Option<crate::cost::ProcPair>,
     vector_placement: placement::VectorPlacement,
     /// IN for the writes of a batch, searched together before they run (see
     /// [`Partition::in_search_writes`]): per request index, what the index held for its key.
@@ -193,7 +194,7 @@ impl Partition {
             delay_writes: true,
             merge_atomics: true,
             vector_device: None,
-            vector_device_from: None,
+            vector_model: None,
             vector_placement: placement::VectorPlacement::Cpu,
             write_locs: Vec::new(),
             write_locs_valid: false,
@@ -300,11 +301,11 @@ impl Partition {
 
     /// Where vector updates run (`--vector-placement`): builds the device's vector kernels
     /// and, for `auto`, times them against the CPU.
-    /// `calibrated`: another partition's `auto` result on the same device, reused.
-    pub fn set_vector_placement(
+    /// `calibrated`: another partition's `auto` timing on the same device, reused.
+    pub(crate) fn set_vector_placement(
         &mut self,
         p: placement::VectorPlacement,
-        calibrated: Option<Option<usize>>,
+        calibrated: Option<Option<crate::cost::ProcPair>>,
     ) {
         use placement::VectorPlacement as P;
         self.vector_placement = p;
@@ -316,16 +317,31 @@ impl Partition {
                 }
             }
         }
-        self.vector_device_from = match (p, self.vector_device.as_mut()) {
-            (P::Device, Some(_)) => Some(0),
+        self.vector_model = match (p, self.vector_device.as_mut()) {
             (P::Auto, Some(dev)) => calibrated.unwrap_or_else(|| placement::calibrate(dev)),
             _ => None,
         };
+        if p == P::Auto && self.vector_model.is_none() {
+            self.vector_device = None;
+        }
     }
 
-    /// Where vector updates run, and from which value size they go to the device.
+    /// Where vector updates run, and from which value size on the device (None: never; for
+    /// `auto`, where the model's lines cross now).
     pub fn vector_placement(&self) -> (placement::VectorPlacement, Option<usize>) {
-        (self.vector_placement, self.vector_device_from)
+        let from = match (self.vector_placement, &self.vector_device) {
+            (_, None) | (placement::VectorPlacement::Cpu, _) => None,
+            (placement::VectorPlacement::Device, Some(_)) => Some(0),
+            (placement::VectorPlacement::Auto, Some(_)) => {
+                self.vector_model.and_then(|m| m.device_from())
+            }
+        };
+        (self.vector_placement, from)
+    }
+
+    /// The start-up timing of `auto` vector placement, for the next partition to reuse.
+    pub(crate) fn vector_calibration(&self) -> Option<crate::cost::ProcPair> {
+        self.vector_model
     }
 
     /// Puts the device on the CPU's own table where it shares host memory (see

@@ -361,7 +361,6 @@ impl SharedEngine {
         total
     }
 
-    /// Whether partition 0's device reads search inputs in place (None: no device).
     /// Where vector updates run, and from which value size on the device (partition 0).
     pub fn vector_placement(&self) -> (crate::VectorPlacement, Option<usize>) {
         self.lock(0).vector_placement()

@@ -1,6 +1,12 @@
 //! One partition's slab store.
 
+mod evict;
+mod pages;
+mod report;
+mod scan;
 mod warm;
+pub use pages::ReassignError;
+pub use report::{ClassCounts, ClassOp, ClassReport, CrawlCursor, StoreStats};
 pub use warm::{ClassImage, RestoreError, StoreImage};
 
 use std::sync::Arc;
@@ -8,7 +14,6 @@ use std::sync::Arc;
 use hkv_mem::{Arena, ArenaError, Carved};
 
 use crate::class::{chunk_sizes, ClassInfo};
-use crate::expiry::is_expired;
 use crate::item::*;
 use crate::location::{decode, encode, Location, NO_LOCATION};
 
@@ -53,57 +58,6 @@ pub enum Reclaim {
     Expired,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StoreStats {
-    pub curr_items: u64,
-    pub total_items: u64,
-    pub evictions: u64,
-    pub reclaimed: u64,
-    pub pages: u64,
-    /// Key and value bytes of live items (memcached's `bytes`).
-    pub bytes: u64,
-    pub out_of_memory: u64,
-    /// Pages moved from one slab class to another, and the items evicted to free them.
-    pub pages_moved: u64,
-    pub page_move_evictions: u64,
-    /// Evicted or expired before anyone read them (memcached's names).
-    pub evicted_unfetched: u64,
-    pub expired_unfetched: u64,
-    /// Chunks the expiry sweep and crawls have examined (memcached's `crawler_items_checked`).
-    pub crawler_checked: u64,
-    /// Chunk size of the largest class that has ever had a page: no value stored, now or
-    /// before, is longer (pages never leave a class), so it bounds what a read can return.
-    pub largest_chunk: u64,
-}
-
-/// Where a crawl ([`SlabStore::crawl`]) goes on from.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CrawlCursor {
-    /// Index into the crawl's class list.
-    pub class: usize,
-    pub slot: u32,
-    pub done: bool,
-}
-
-impl StoreStats {
-    /// Adds another store's figures (partitions summed into one report).
-    pub fn add(&mut self, o: &StoreStats) {
-        self.curr_items += o.curr_items;
-        self.total_items += o.total_items;
-        self.evictions += o.evictions;
-        self.reclaimed += o.reclaimed;
-        self.pages += o.pages;
-        self.bytes += o.bytes;
-        self.out_of_memory += o.out_of_memory;
-        self.pages_moved += o.pages_moved;
-        self.page_move_evictions += o.page_move_evictions;
-        self.evicted_unfetched += o.evicted_unfetched;
-        self.expired_unfetched += o.expired_unfetched;
-        self.crawler_checked += o.crawler_checked;
-        self.largest_chunk = self.largest_chunk.max(o.largest_chunk);
-    }
-}
-
 struct Class {
     info: ClassInfo,
     pages: Vec<Carved>,
@@ -115,56 +69,6 @@ struct Class {
     hand: u32,
     items: u64,
     counts: ClassCounts,
-}
-
-/// Per-class counters, for memcached's `stats slabs` and `stats items`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ClassCounts {
-    /// Items stored into this class.
-    pub sets: u64,
-    /// Reads that found an item of this class.
-    pub hits: u64,
-    pub delete_hits: u64,
-    pub incr_hits: u64,
-    pub decr_hits: u64,
-    pub cas_hits: u64,
-    pub cas_badval: u64,
-    pub touch_hits: u64,
-    /// Seconds since the last access of the item evicted last (memcached's `evicted_time`).
-    pub evicted_time: u64,
-    pub evicted: u64,
-    /// Evicted items that had an expiry time.
-    pub evicted_nonzero: u64,
-    pub evicted_unfetched: u64,
-    pub expired_unfetched: u64,
-    /// Expired items taken back for reuse.
-    pub reclaimed: u64,
-    pub out_of_memory: u64,
-    /// Key and value bytes of the live items.
-    pub bytes: u64,
-}
-
-/// A command that found an item, counted per class.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClassOp {
-    Hit,
-    Delete,
-    Incr,
-    Decr,
-    CasHit,
-    CasBadval,
-    Touch,
-}
-
-/// One class as `stats slabs`/`stats items` report it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClassReport {
-    pub info: ClassInfo,
-    pub pages: usize,
-    pub items: u64,
-    /// Chunks never handed out yet (memcached's `free_chunks_end`).
-    pub untouched: u64,
-    pub counts: ClassCounts,
 }
 
 impl Class {
@@ -239,19 +143,6 @@ pub struct SlabStore {
     /// memory: set by the engine when its index is nearly full and cannot grow, so CLOCK,
     /// not the index's displacement bound, decides what goes.
     item_cap: Option<u64>,
-}
-
-/// Why `slabs reassign` moved nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ReassignError {
-    #[error("BADCLASS invalid src or dst class id")]
-    BadClass,
-    #[error("SAME src and dst class are identical")]
-    Same,
-    #[error("NOSPARE source class has no spare pages")]
-    NoSpare,
-    #[error("BUSY try again later")]
-    Busy,
 }
 
 impl std::fmt::Debug for SlabStore {
@@ -661,136 +552,6 @@ impl SlabStore {
         self.clock_evict(c, now, on_reclaim)
     }
 
-    /// Adds a page to class `c` and hands out its first chunk.
-    fn give_page(&mut self, c: usize, mut page: Carved, moved: bool) -> u32 {
-        // A page moved from another class holds that class's bytes; chunks are told apart
-        // by their status byte and reference bits by the bitmap, so all of it starts zeroed
-        // (a page fresh from the arena already is).
-        if moved {
-            page.fill(0);
-        }
-        let class = &mut self.classes[c];
-        class.pages.push(page);
-        self.stats.largest_chunk = self.stats.largest_chunk.max(class.info.chunk as u64);
-        class.bump = class.slots() - class.info.per_page + 1;
-        class.bump - 1
-    }
-
-    /// The class other than `except` with the most pages (at least one), ties to the
-    /// larger chunk size (fewer items lost per page).
-    fn richest_class(&self, except: usize) -> Option<usize> {
-        (0..self.classes.len())
-            .filter(|&i| i != except && !self.classes[i].pages.is_empty())
-            .max_by_key(|&i| (self.classes[i].pages.len(), i))
-    }
-
-    /// Takes the last page of class `from`: evicts its live items (reported through
-    /// `on_reclaim`, counted as evictions), drops its free chunks from the free list, and
-    /// returns it. None if a chunk on it is retired: an index entry may still point there,
-    /// so the page cannot be reused until the engine has applied its index writes.
-    fn take_page(
-        &mut self,
-        from: usize,
-        now: u32,
-        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
-    ) -> Option<Carved> {
-        let class = &self.classes[from];
-        let per = class.info.per_page;
-        let first = class.slots().checked_sub(per)?;
-        let end = class.bump.min(class.slots());
-        if (first..end).any(|s| class.chunk(s)[OFF_STATUS] == RETIRED) {
-            return None;
-        }
-        for slot in first..end {
-            let class = &self.classes[from];
-            let chunk = class.chunk(slot);
-            if chunk[OFF_STATUS] != IN_USE {
-                continue;
-            }
-            let item = Item::new(chunk);
-            let payload = (item.key_len() + item.value_len()) as u64;
-            let expired = item.is_expired(now);
-            let unfetched = u64::from(item.bits() & FETCHED == 0);
-            let why = if expired {
-                Reclaim::Expired
-            } else {
-                Reclaim::Evicted
-            };
-            on_reclaim(&item, encode(from, slot), why);
-            let class = &mut self.classes[from];
-            class.items -= 1;
-            class.counts.bytes -= payload;
-            self.stats.curr_items -= 1;
-            self.stats.bytes -= payload;
-            if expired {
-                self.stats.reclaimed += 1;
-                class.counts.reclaimed += 1;
-            } else {
-                self.stats.evictions += 1;
-                self.stats.page_move_evictions += 1;
-                self.stats.evicted_unfetched += unfetched;
-                class.counts.evicted += 1;
-                class.counts.evicted_unfetched += unfetched;
-            }
-        }
-        let class = &mut self.classes[from];
-        // Unlink the page's free chunks: rebuild the list from the chunks that stay.
-        let mut kept = Vec::new();
-        let mut at = class.free_head;
-        while at != NO_LOCATION {
-            if at < first {
-                kept.push(at);
-            }
-            at = rd32(class.chunk(at), OFF_NEXT_FREE);
-        }
-        class.free_head = NO_LOCATION;
-        for &s in kept.iter().rev() {
-            let head = class.free_head;
-            wr32(class.chunk_mut(s), OFF_NEXT_FREE, head);
-            class.free_head = s;
-        }
-        class.bump = class.bump.min(first);
-        if class.hand >= first {
-            class.hand = 0;
-        }
-        let page = class.pages.pop()?;
-        self.stats.pages_moved += 1;
-        Some(page)
-    }
-
-    /// `slabs reassign <from> <to>` (classes 0-based): moves one page. Errors in
-    /// memcached's words.
-    pub fn reassign(
-        &mut self,
-        from: usize,
-        to: usize,
-        now: u32,
-        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
-    ) -> Result<(), ReassignError> {
-        if from >= self.classes.len() || to >= self.classes.len() {
-            return Err(ReassignError::BadClass);
-        }
-        if from == to {
-            return Err(ReassignError::Same);
-        }
-        // As memcached: a class keeps its last page against a manual move.
-        if self.classes[from].pages.len() < 2 {
-            return Err(ReassignError::NoSpare);
-        }
-        if self.classes[to].pages.len() >= self.classes[to].info.max_pages() {
-            return Err(ReassignError::NoSpare);
-        }
-        let page = self
-            .take_page(from, now, &mut on_reclaim)
-            .ok_or(ReassignError::Busy)?;
-        // give_page hands out the page's first chunk; a reassign uses none of it yet.
-        let bump = self.classes[to].bump;
-        self.give_page(to, page, true);
-        self.classes[to].bump = bump;
-        Ok(())
-    }
-
-    /// Whether live items may be evicted for room (`-M` turns it off).
     /// See `item_cap`; None lifts it.
     pub fn set_item_cap(&mut self, cap: Option<u64>) {
         self.item_cap = cap;
@@ -800,219 +561,13 @@ impl SlabStore {
         self.item_cap
     }
 
+    /// Whether live items may be evicted for room (`-M` turns it off).
     pub fn set_evictions(&mut self, on: bool) {
         self.evict = on;
     }
 
     pub fn evictions_enabled(&self) -> bool {
         self.evict
-    }
-
-    /// Turns inline page moves on or off (`slabs automove 0|1`).
-    pub fn set_automove(&mut self, on: bool) {
-        self.automove = on;
-    }
-
-    pub fn automove(&self) -> bool {
-        self.automove
-    }
-
-    /// CLOCK over the class: clear set reference bits, take the first live chunk without one.
-    /// Expired items are taken whatever their bit. Two full turns always find a victim.
-    fn clock_evict(
-        &mut self,
-        c: usize,
-        now: u32,
-        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
-    ) -> Option<u32> {
-        let class = &mut self.classes[c];
-        let slots = class.slots();
-        if slots == 0 {
-            return None;
-        }
-        // Without evictions only expired items may go; look at a bounded stretch for one
-        // (the expiry sweep reclaims the rest), so a full store fails fast rather than scan
-        // every chunk for each write.
-        let turns = if self.evict {
-            2 * slots as u64 + 1
-        } else {
-            u64::from(slots.min(256))
-        };
-        for _ in 0..turns {
-            let slot = class.hand;
-            class.hand = if slot + 1 >= slots { 0 } else { slot + 1 };
-            let chunk = class.chunk(slot);
-            if chunk[OFF_STATUS] != IN_USE {
-                continue;
-            }
-            let expired = is_expired(rd32(chunk, OFF_EXPIRY), now);
-            if !expired && !self.evict {
-                continue;
-            }
-            if !expired && class.referenced(slot) {
-                class.set_referenced(slot, false);
-                continue;
-            }
-            let item = Item::new(chunk);
-            let kind = if expired {
-                Reclaim::Expired
-            } else {
-                Reclaim::Evicted
-            };
-            on_reclaim(&item, encode(c, slot), kind);
-            let payload = (item.key_len() + item.value_len()) as u64;
-            let unfetched = item.bits() & FETCHED == 0;
-            let has_expiry = item.expiry() != 0;
-            let idle = u64::from(now.saturating_sub(item.atime()));
-            class.items -= 1;
-            class.counts.bytes -= payload;
-            self.stats.curr_items -= 1;
-            self.stats.bytes -= payload;
-            match kind {
-                Reclaim::Evicted => {
-                    self.stats.evictions += 1;
-                    class.counts.evicted += 1;
-                    class.counts.evicted_time = idle;
-                    class.counts.evicted_nonzero += u64::from(has_expiry);
-                    class.counts.evicted_unfetched += u64::from(unfetched);
-                    self.stats.evicted_unfetched += u64::from(unfetched);
-                }
-                Reclaim::Expired => {
-                    self.stats.reclaimed += 1;
-                    class.counts.reclaimed += 1;
-                    class.counts.expired_unfetched += u64::from(unfetched);
-                    self.stats.expired_unfetched += u64::from(unfetched);
-                }
-            }
-            return Some(slot);
-        }
-        None
-    }
-
-    /// Background expiry: examines up to `max_slots` chunks from where the last call stopped
-    /// and frees the expired ones, reporting each through `on_reclaim` first. Returns how many
-    /// it freed.
-    pub fn sweep_expired(
-        &mut self,
-        now: u32,
-        max_slots: u32,
-        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
-    ) -> u32 {
-        let mut freed = 0;
-        let mut budget = max_slots;
-        let classes = self.classes.len();
-        let mut visited_classes = 0;
-        while budget > 0 && visited_classes <= classes {
-            let (c, mut slot) = self.sweep_at;
-            let limit = self.classes[c].bump;
-            while budget > 0 && slot < limit {
-                freed += u32::from(self.reclaim_if_expired(c, slot, now, &mut on_reclaim));
-                slot += 1;
-                budget -= 1;
-            }
-            if slot >= limit {
-                self.sweep_at = ((c + 1) % classes, 0);
-                visited_classes += 1;
-            } else {
-                self.sweep_at = (c, slot);
-            }
-        }
-        self.stats.crawler_checked += u64::from(max_slots - budget);
-        freed
-    }
-
-    /// memcached's `lru_crawler crawl`, one slice: examines up to `budget` chunks of
-    /// `classes` (0-based; all when `None`) from `cursor` (start at `CrawlCursor::default()`),
-    /// at most `per_class` of each class (0: no limit), freeing the expired ones through
-    /// `on_reclaim`. Returns how many it freed; `cursor.done` once every class is through.
-    pub fn crawl(
-        &mut self,
-        now: u32,
-        classes: Option<&[usize]>,
-        per_class: u32,
-        cursor: &mut CrawlCursor,
-        budget: u32,
-        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
-    ) -> u32 {
-        let count = classes.map_or(self.classes.len(), <[usize]>::len);
-        let mut freed = 0;
-        let mut left = budget;
-        while left > 0 && cursor.class < count {
-            let c = classes.map_or(cursor.class, |l| l[cursor.class]);
-            let Some(class) = self.classes.get(c) else {
-                cursor.class += 1;
-                continue;
-            };
-            let limit = class.bump;
-            let end = if per_class == 0 {
-                limit
-            } else {
-                limit.min(per_class)
-            };
-            while left > 0 && cursor.slot < end {
-                freed += u32::from(self.reclaim_if_expired(c, cursor.slot, now, &mut on_reclaim));
-                cursor.slot += 1;
-                left -= 1;
-            }
-            if cursor.slot >= end {
-                cursor.class += 1;
-                cursor.slot = 0;
-            }
-        }
-        self.stats.crawler_checked += u64::from(budget - left);
-        cursor.done = cursor.class >= count;
-        freed
-    }
-
-    /// Frees chunk `slot` of class `c` if it holds an expired item; true if it did.
-    fn reclaim_if_expired(
-        &mut self,
-        c: usize,
-        slot: u32,
-        now: u32,
-        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
-    ) -> bool {
-        let chunk = self.classes[c].chunk(slot);
-        if chunk[OFF_STATUS] != IN_USE || !is_expired(rd32(chunk, OFF_EXPIRY), now) {
-            return false;
-        }
-        let loc = encode(c, slot);
-        let unfetched = u64::from(chunk[OFF_BITS] & FETCHED == 0);
-        on_reclaim(&Item::new(chunk), loc, Reclaim::Expired);
-        self.free(loc);
-        self.stats.reclaimed += 1;
-        self.stats.expired_unfetched += unfetched;
-        self.classes[c].counts.reclaimed += 1;
-        self.classes[c].counts.expired_unfetched += unfetched;
-        true
-    }
-
-    /// Every live, unexpired item with its class index, in storage order, until `f` says
-    /// stop (`stats cachedump`, `lru_crawler metadump`).
-    pub fn for_each_item(&self, now: u32, mut f: impl FnMut(usize, Item<'_>) -> bool) {
-        for (c, class) in self.classes.iter().enumerate() {
-            for slot in 0..class.bump {
-                let chunk = class.chunk(slot);
-                if chunk[OFF_STATUS] == IN_USE
-                    && !is_expired(rd32(chunk, OFF_EXPIRY), now)
-                    && !f(c, Item::new(chunk))
-                {
-                    return;
-                }
-            }
-        }
-    }
-
-    /// Every live item's key and location (expired ones included), for rebuilding an index.
-    pub fn for_each_live(&self, mut f: impl FnMut(&[u8], Location)) {
-        for (c, class) in self.classes.iter().enumerate() {
-            for slot in 0..class.bump {
-                let chunk = class.chunk(slot);
-                if chunk[OFF_STATUS] == IN_USE {
-                    f(Item::new(chunk).key(), encode(c, slot));
-                }
-            }
-        }
     }
 
     /// Frees every item (`flush_all`). Pages stay with their classes.

@@ -1,14 +1,18 @@
 //! Where a vector update runs: on the partition's CPU thread or as an OpenCL kernel on the
-//! index's device. `auto` times both at start-up on values of growing size and sends to the
-//! device only the sizes from which it was faster (on PoCL and for values up to 1 MiB it
-//! never is: every call copies the value in and out around a launch). This is a fixed
-//! threshold for now; a placement model that revises it online is the DIDO issue's.
+//! index's device. `auto` places it with the cost model of `--placement` (one more task,
+//! DIDO's model applied to KV-Direct's operations): a line `t(bytes) = fixed + per_byte x
+//! bytes` per processor, timed at start-up on values of growing size and refitted from
+//! every update that runs, each update going where its line is cheaper at its value's size
+//! (on PoCL and for values up to 1 MiB that is the CPU: every device call copies the value
+//! in and out around a launch).
 
 use std::time::Instant;
 
 use hkv_index::opencl::OclVector;
 use hkv_types::{Elem, UpdateOp};
 
+use crate::cost::ProcPair;
+use crate::policy::Proc;
 use crate::vector::{self, Operand};
 
 /// `--vector-placement`.
@@ -18,7 +22,7 @@ pub enum VectorPlacement {
     Cpu,
     /// On the device whenever there is one (for experiments and the differential test).
     Device,
-    /// On the device from the value size at which start-up timing found it faster.
+    /// Where the cost model predicts the update is cheaper, at its value's size.
     #[default]
     Auto,
 }
@@ -40,8 +44,8 @@ pub(crate) fn kernel_codes(elem: Elem, op: UpdateOp) -> (usize, u32) {
     (e, o as u32)
 }
 
-/// Sizes `auto` tries, smallest first.
-const CALIBRATION_SIZES: [usize; 4] = [4 << 10, 64 << 10, 256 << 10, 1 << 20];
+/// Sizes `auto` times at start-up, smallest first.
+const CALIBRATION_SIZES: [usize; 5] = [256, 4 << 10, 64 << 10, 256 << 10, 1 << 20];
 const CALIBRATION_REPS: usize = 5;
 
 fn median_ns(mut f: impl FnMut()) -> u128 {
@@ -56,10 +60,11 @@ fn median_ns(mut f: impl FnMut()) -> u128 {
     t[t.len() / 2]
 }
 
-/// The smallest value size at which the device ran a `u32 add` faster than the CPU, or
-/// `None` if it never did (or failed).
-pub(crate) fn calibrate(dev: &mut OclVector) -> Option<usize> {
+/// Times a `u32 add` on both processors at each calibration size into a fresh model; None
+/// if the device failed (its kernels are then not used).
+pub(crate) fn calibrate(dev: &mut OclVector) -> Option<ProcPair> {
     let (e, o) = kernel_codes(Elem::U32, UpdateOp::Add);
+    let mut model = ProcPair::default();
     for size in CALIBRATION_SIZES {
         let mut buf = vec![1u8; size];
         let cpu =
@@ -75,9 +80,8 @@ pub(crate) fn calibrate(dev: &mut OclVector) -> Option<usize> {
         if failed {
             return None;
         }
-        if device < cpu {
-            return Some(size);
-        }
+        model.record(Proc::Cpu, size, cpu as f64);
+        model.record(Proc::Device, size, device as f64);
     }
-    None
+    Some(model)
 }

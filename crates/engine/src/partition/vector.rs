@@ -6,13 +6,30 @@
 use hkv_index::Location;
 use hkv_types::{After, Request, Response, VectorCall, VectorError};
 
+use std::time::Instant;
+
+use super::placement::VectorPlacement;
 use super::Partition;
+use crate::policy::Proc;
 use crate::vector::{self, Operand};
 
 impl Partition {
-    /// Runs a vector update as an OpenCL kernel when the placement sends values of this
-    /// size to the device; false if it did not (the CPU then runs it). The kernel works on
-    /// a copy, so a device failure leaves the value as it was for the CPU to update.
+    /// Where an update of a `len`-byte value runs: the forced placement, or under `auto`
+    /// the cost model's choice at that size.
+    fn vector_proc(&mut self, len: usize) -> Proc {
+        if self.vector_device.is_none() {
+            return Proc::Cpu;
+        }
+        match (self.vector_placement, self.vector_model.as_mut()) {
+            (VectorPlacement::Device, _) => Proc::Device,
+            (VectorPlacement::Auto, Some(m)) => m.choose_auto(len),
+            _ => Proc::Cpu,
+        }
+    }
+
+    /// Runs a vector update as an OpenCL kernel; false if it did not (the CPU then runs
+    /// it). The kernel works on a copy, so a device failure leaves the value as it was for
+    /// the CPU to update.
     fn device_update(
         &mut self,
         elem: hkv_types::Elem,
@@ -21,12 +38,11 @@ impl Partition {
         operand: &[u8],
         scalar: Option<u64>,
     ) -> bool {
-        let len = self.store.get(loc).map_or(0, |i| i.value_len());
         let (e, o) = super::placement::kernel_codes(elem, op);
         let Some(dev) = self.vector_device.as_mut() else {
             return false;
         };
-        if self.vector_device_from.is_none_or(|from| len < from) || !dev.supports(e) {
+        if !dev.supports(e) {
             return false;
         }
         let mut work = std::mem::take(&mut self.value_buf);
@@ -49,6 +65,42 @@ impl Partition {
         };
         self.value_buf = work;
         done
+    }
+
+    /// Updates the value at `loc` where the placement says, timing it for the model.
+    fn place_update(
+        &mut self,
+        elem: hkv_types::Elem,
+        op: hkv_types::UpdateOp,
+        loc: Location,
+        operand: &[u8],
+        scalar: Option<u64>,
+    ) {
+        let len = self.store.get(loc).map_or(0, |i| i.value_len());
+        let proc = self.vector_proc(len);
+        let t = self.vector_model.is_some().then(Instant::now);
+        let ran = match proc {
+            Proc::Device => self.device_update(elem, op, loc, operand, scalar),
+            Proc::Cpu => false,
+        };
+        let ran = if ran {
+            Proc::Device
+        } else {
+            if let Some(value) = self.store.value_mut(loc) {
+                let operand = match scalar {
+                    Some(s) => Operand::Scalar(s),
+                    None => Operand::Vector(operand),
+                };
+                vector::update(elem, op, value, operand);
+            }
+            Proc::Cpu
+        };
+        // A device failure's time is not a CPU update's: only clean runs refit a line.
+        if let (Some(t), Some(m)) = (t, self.vector_model.as_mut()) {
+            if ran == proc {
+                m.record(proc, len, t.elapsed().as_nanos() as f64);
+            }
+        }
     }
 
     /// `vupdate`, `vupdatev`, `vreduce` or `vfilter` on the live item `cur`.
@@ -99,15 +151,7 @@ impl Partition {
                     Response::Updated
                 };
                 let len = item.value_len() as u32;
-                let operand = match scalar {
-                    Some(s) => Operand::Scalar(s),
-                    None => Operand::Vector(req.value),
-                };
-                if !self.device_update(v.elem, op, loc, req.value, scalar) {
-                    if let Some(value) = self.store.value_mut(loc) {
-                        vector::update(v.elem, op, value, operand);
-                    }
-                }
+                self.place_update(v.elem, op, loc, req.value, scalar);
                 // Flags and TTL stay; the item is a new version for CAS.
                 let cas = self.store.set_cas(loc, self.cas_override).unwrap_or(0);
                 self.last = After {

@@ -272,7 +272,7 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "vector_hits", Counter, "vector operations that found their key (vupdate, vupdatev, vreduce, vfilter)", |s| Val::U(s.e.vector_hits);
     "vector_misses", Counter, "vector operations on missing keys", |s| Val::U(s.e.vector_misses);
     "vector_placement", Setting, "where vector updates run (--vector-placement)", |s| Val::Str(s.shared.engine.vector_placement().0.name());
-    "vector_device_min_bytes", Setting, "vector updates of values this large run on the device (absent: never)", |s| s.shared.engine.vector_placement().1.map_or(Val::Absent, |b| Val::U(b as u64));
+    "vector_device_min_bytes", Gauge, "under auto: the value size from which the cost model sends vector updates to the device now (absent: never)", |s| s.shared.engine.vector_placement().1.map_or(Val::Absent, |b| Val::U(b as u64));
     "vector_device_ops", Counter, "vector updates run as OpenCL kernels", |s| Val::U(s.e.vector_device_ops);
     "vector_device_errors", Counter, "vector kernels that failed (the CPU ran them)", |s| Val::U(s.e.vector_device_errors);
     "batch_interval_us", Gauge, "the scheduler's batch interval C", |s| Val::Fixed(s.sc.interval_us, 1);

@@ -1,0 +1,162 @@
+//! Slab pages moving between classes: memcached's `slabs reassign` and `slabs automove`.
+//! A page leaves the class with the most (its items evicted) for one that has none.
+
+use hkv_mem::Carved;
+
+use super::SlabStore;
+use crate::item::*;
+use crate::location::{encode, Location, NO_LOCATION};
+use crate::store::Reclaim;
+
+/// Why `slabs reassign` moved nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReassignError {
+    #[error("BADCLASS invalid src or dst class id")]
+    BadClass,
+    #[error("SAME src and dst class are identical")]
+    Same,
+    #[error("NOSPARE source class has no spare pages")]
+    NoSpare,
+    #[error("BUSY try again later")]
+    Busy,
+}
+
+impl SlabStore {
+    /// Adds a page to class `c` and hands out its first chunk.
+    pub(super) fn give_page(&mut self, c: usize, mut page: Carved, moved: bool) -> u32 {
+        // A page moved from another class holds that class's bytes; chunks are told apart
+        // by their status byte and reference bits by the bitmap, so all of it starts zeroed
+        // (a page fresh from the arena already is).
+        if moved {
+            page.fill(0);
+        }
+        let class = &mut self.classes[c];
+        class.pages.push(page);
+        self.stats.largest_chunk = self.stats.largest_chunk.max(class.info.chunk as u64);
+        class.bump = class.slots() - class.info.per_page + 1;
+        class.bump - 1
+    }
+
+    /// The class other than `except` with the most pages (at least one), ties to the
+    /// larger chunk size (fewer items lost per page).
+    pub(super) fn richest_class(&self, except: usize) -> Option<usize> {
+        (0..self.classes.len())
+            .filter(|&i| i != except && !self.classes[i].pages.is_empty())
+            .max_by_key(|&i| (self.classes[i].pages.len(), i))
+    }
+
+    /// Takes the last page of class `from`: evicts its live items (reported through
+    /// `on_reclaim`, counted as evictions), drops its free chunks from the free list, and
+    /// returns it. None if a chunk on it is retired: an index entry may still point there,
+    /// so the page cannot be reused until the engine has applied its index writes.
+    pub(super) fn take_page(
+        &mut self,
+        from: usize,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> Option<Carved> {
+        let class = &self.classes[from];
+        let per = class.info.per_page;
+        let first = class.slots().checked_sub(per)?;
+        let end = class.bump.min(class.slots());
+        if (first..end).any(|s| class.chunk(s)[OFF_STATUS] == RETIRED) {
+            return None;
+        }
+        for slot in first..end {
+            let class = &self.classes[from];
+            let chunk = class.chunk(slot);
+            if chunk[OFF_STATUS] != IN_USE {
+                continue;
+            }
+            let item = Item::new(chunk);
+            let payload = (item.key_len() + item.value_len()) as u64;
+            let expired = item.is_expired(now);
+            let unfetched = u64::from(item.bits() & FETCHED == 0);
+            let why = if expired {
+                Reclaim::Expired
+            } else {
+                Reclaim::Evicted
+            };
+            on_reclaim(&item, encode(from, slot), why);
+            let class = &mut self.classes[from];
+            class.items -= 1;
+            class.counts.bytes -= payload;
+            self.stats.curr_items -= 1;
+            self.stats.bytes -= payload;
+            if expired {
+                self.stats.reclaimed += 1;
+                class.counts.reclaimed += 1;
+            } else {
+                self.stats.evictions += 1;
+                self.stats.page_move_evictions += 1;
+                self.stats.evicted_unfetched += unfetched;
+                class.counts.evicted += 1;
+                class.counts.evicted_unfetched += unfetched;
+            }
+        }
+        let class = &mut self.classes[from];
+        // Unlink the page's free chunks: rebuild the list from the chunks that stay.
+        let mut kept = Vec::new();
+        let mut at = class.free_head;
+        while at != NO_LOCATION {
+            if at < first {
+                kept.push(at);
+            }
+            at = rd32(class.chunk(at), OFF_NEXT_FREE);
+        }
+        class.free_head = NO_LOCATION;
+        for &s in kept.iter().rev() {
+            let head = class.free_head;
+            wr32(class.chunk_mut(s), OFF_NEXT_FREE, head);
+            class.free_head = s;
+        }
+        class.bump = class.bump.min(first);
+        if class.hand >= first {
+            class.hand = 0;
+        }
+        let page = class.pages.pop()?;
+        self.stats.pages_moved += 1;
+        Some(page)
+    }
+
+    /// `slabs reassign <from> <to>` (classes 0-based): moves one page. Errors in
+    /// memcached's words.
+    pub fn reassign(
+        &mut self,
+        from: usize,
+        to: usize,
+        now: u32,
+        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> Result<(), ReassignError> {
+        if from >= self.classes.len() || to >= self.classes.len() {
+            return Err(ReassignError::BadClass);
+        }
+        if from == to {
+            return Err(ReassignError::Same);
+        }
+        // As memcached: a class keeps its last page against a manual move.
+        if self.classes[from].pages.len() < 2 {
+            return Err(ReassignError::NoSpare);
+        }
+        if self.classes[to].pages.len() >= self.classes[to].info.max_pages() {
+            return Err(ReassignError::NoSpare);
+        }
+        let page = self
+            .take_page(from, now, &mut on_reclaim)
+            .ok_or(ReassignError::Busy)?;
+        // give_page hands out the page's first chunk; a reassign uses none of it yet.
+        let bump = self.classes[to].bump;
+        self.give_page(to, page, true);
+        self.classes[to].bump = bump;
+        Ok(())
+    }
+
+    /// Turns inline page moves on or off (`slabs automove 0|1`).
+    pub fn set_automove(&mut self, on: bool) {
+        self.automove = on;
+    }
+
+    pub fn automove(&self) -> bool {
+        self.automove
+    }
+}

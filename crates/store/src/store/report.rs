@@ -1,0 +1,105 @@
+//! What a store reports: its totals (summed over partitions) and each class's counters, as
+//! memcached's `stats`, `stats slabs` and `stats items` show them.
+
+use crate::class::ClassInfo;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub curr_items: u64,
+    pub total_items: u64,
+    pub evictions: u64,
+    pub reclaimed: u64,
+    pub pages: u64,
+    /// Key and value bytes of live items (memcached's `bytes`).
+    pub bytes: u64,
+    pub out_of_memory: u64,
+    /// Pages moved from one slab class to another, and the items evicted to free them.
+    pub pages_moved: u64,
+    pub page_move_evictions: u64,
+    /// Evicted or expired before anyone read them (memcached's names).
+    pub evicted_unfetched: u64,
+    pub expired_unfetched: u64,
+    /// Chunks the expiry sweep and crawls have examined (memcached's `crawler_items_checked`).
+    pub crawler_checked: u64,
+    /// Chunk size of the largest class that has ever had a page: no value stored, now or
+    /// before, is longer (pages never leave a class), so it bounds what a read can return.
+    pub largest_chunk: u64,
+}
+
+/// Where a crawl ([`SlabStore::crawl`]) goes on from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CrawlCursor {
+    /// Index into the crawl's class list.
+    pub class: usize,
+    pub slot: u32,
+    pub done: bool,
+}
+
+impl StoreStats {
+    /// Adds another store's figures (partitions summed into one report).
+    pub fn add(&mut self, o: &StoreStats) {
+        self.curr_items += o.curr_items;
+        self.total_items += o.total_items;
+        self.evictions += o.evictions;
+        self.reclaimed += o.reclaimed;
+        self.pages += o.pages;
+        self.bytes += o.bytes;
+        self.out_of_memory += o.out_of_memory;
+        self.pages_moved += o.pages_moved;
+        self.page_move_evictions += o.page_move_evictions;
+        self.evicted_unfetched += o.evicted_unfetched;
+        self.expired_unfetched += o.expired_unfetched;
+        self.crawler_checked += o.crawler_checked;
+        self.largest_chunk = self.largest_chunk.max(o.largest_chunk);
+    }
+}
+
+/// Per-class counters, for memcached's `stats slabs` and `stats items`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassCounts {
+    /// Items stored into this class.
+    pub sets: u64,
+    /// Reads that found an item of this class.
+    pub hits: u64,
+    pub delete_hits: u64,
+    pub incr_hits: u64,
+    pub decr_hits: u64,
+    pub cas_hits: u64,
+    pub cas_badval: u64,
+    pub touch_hits: u64,
+    /// Seconds since the last access of the item evicted last (memcached's `evicted_time`).
+    pub evicted_time: u64,
+    pub evicted: u64,
+    /// Evicted items that had an expiry time.
+    pub evicted_nonzero: u64,
+    pub evicted_unfetched: u64,
+    pub expired_unfetched: u64,
+    /// Expired items taken back for reuse.
+    pub reclaimed: u64,
+    pub out_of_memory: u64,
+    /// Key and value bytes of the live items.
+    pub bytes: u64,
+}
+
+/// A command that found an item, counted per class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassOp {
+    Hit,
+    Delete,
+    Incr,
+    Decr,
+    CasHit,
+    CasBadval,
+    Touch,
+}
+
+/// One class as `stats slabs`/`stats items` report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassReport {
+    pub info: ClassInfo,
+    pub pages: usize,
+    pub items: u64,
+    /// Chunks never handed out yet (memcached's `free_chunks_end`).
+    pub untouched: u64,
+    pub counts: ClassCounts,
+}

@@ -1,0 +1,136 @@
+//! Walks over every chunk: the background expiry sweep, `lru_crawler crawl` in slices, and
+//! the item listings (`stats cachedump`, `lru_crawler metadump`, index rebuilds).
+
+use super::SlabStore;
+use crate::expiry::is_expired;
+use crate::item::*;
+use crate::location::{encode, Location};
+use crate::store::{CrawlCursor, Reclaim};
+
+impl SlabStore {
+    /// Background expiry: examines up to `max_slots` chunks from where the last call stopped
+    /// and frees the expired ones, reporting each through `on_reclaim` first. Returns how many
+    /// it freed.
+    pub fn sweep_expired(
+        &mut self,
+        now: u32,
+        max_slots: u32,
+        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> u32 {
+        let mut freed = 0;
+        let mut budget = max_slots;
+        let classes = self.classes.len();
+        let mut visited_classes = 0;
+        while budget > 0 && visited_classes <= classes {
+            let (c, mut slot) = self.sweep_at;
+            let limit = self.classes[c].bump;
+            while budget > 0 && slot < limit {
+                freed += u32::from(self.reclaim_if_expired(c, slot, now, &mut on_reclaim));
+                slot += 1;
+                budget -= 1;
+            }
+            if slot >= limit {
+                self.sweep_at = ((c + 1) % classes, 0);
+                visited_classes += 1;
+            } else {
+                self.sweep_at = (c, slot);
+            }
+        }
+        self.stats.crawler_checked += u64::from(max_slots - budget);
+        freed
+    }
+
+    /// memcached's `lru_crawler crawl`, one slice: examines up to `budget` chunks of
+    /// `classes` (0-based; all when `None`) from `cursor` (start at `CrawlCursor::default()`),
+    /// at most `per_class` of each class (0: no limit), freeing the expired ones through
+    /// `on_reclaim`. Returns how many it freed; `cursor.done` once every class is through.
+    pub fn crawl(
+        &mut self,
+        now: u32,
+        classes: Option<&[usize]>,
+        per_class: u32,
+        cursor: &mut CrawlCursor,
+        budget: u32,
+        mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> u32 {
+        let count = classes.map_or(self.classes.len(), <[usize]>::len);
+        let mut freed = 0;
+        let mut left = budget;
+        while left > 0 && cursor.class < count {
+            let c = classes.map_or(cursor.class, |l| l[cursor.class]);
+            let Some(class) = self.classes.get(c) else {
+                cursor.class += 1;
+                continue;
+            };
+            let limit = class.bump;
+            let end = if per_class == 0 {
+                limit
+            } else {
+                limit.min(per_class)
+            };
+            while left > 0 && cursor.slot < end {
+                freed += u32::from(self.reclaim_if_expired(c, cursor.slot, now, &mut on_reclaim));
+                cursor.slot += 1;
+                left -= 1;
+            }
+            if cursor.slot >= end {
+                cursor.class += 1;
+                cursor.slot = 0;
+            }
+        }
+        self.stats.crawler_checked += u64::from(budget - left);
+        cursor.done = cursor.class >= count;
+        freed
+    }
+
+    /// Frees chunk `slot` of class `c` if it holds an expired item; true if it did.
+    fn reclaim_if_expired(
+        &mut self,
+        c: usize,
+        slot: u32,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> bool {
+        let chunk = self.classes[c].chunk(slot);
+        if chunk[OFF_STATUS] != IN_USE || !is_expired(rd32(chunk, OFF_EXPIRY), now) {
+            return false;
+        }
+        let loc = encode(c, slot);
+        let unfetched = u64::from(chunk[OFF_BITS] & FETCHED == 0);
+        on_reclaim(&Item::new(chunk), loc, Reclaim::Expired);
+        self.free(loc);
+        self.stats.reclaimed += 1;
+        self.stats.expired_unfetched += unfetched;
+        self.classes[c].counts.reclaimed += 1;
+        self.classes[c].counts.expired_unfetched += unfetched;
+        true
+    }
+
+    /// Every live, unexpired item with its class index, in storage order, until `f` says
+    /// stop (`stats cachedump`, `lru_crawler metadump`).
+    pub fn for_each_item(&self, now: u32, mut f: impl FnMut(usize, Item<'_>) -> bool) {
+        for (c, class) in self.classes.iter().enumerate() {
+            for slot in 0..class.bump {
+                let chunk = class.chunk(slot);
+                if chunk[OFF_STATUS] == IN_USE
+                    && !is_expired(rd32(chunk, OFF_EXPIRY), now)
+                    && !f(c, Item::new(chunk))
+                {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Every live item's key and location (expired ones included), for rebuilding an index.
+    pub fn for_each_live(&self, mut f: impl FnMut(&[u8], Location)) {
+        for (c, class) in self.classes.iter().enumerate() {
+            for slot in 0..class.bump {
+                let chunk = class.chunk(slot);
+                if chunk[OFF_STATUS] == IN_USE {
+                    f(Item::new(chunk).key(), encode(c, slot));
+                }
+            }
+        }
+    }
+}
