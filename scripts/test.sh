@@ -145,6 +145,19 @@ else
   echo "placement-quick: 0 passed, 1 failed" >>"$results"
 fi
 
+step "placement timeline smoke run (alternating load, auto and cpu, one short cycle)"
+# Proves the servers start on the shared table, the samples and plots are written and the
+# table has both mixes (real figures: docs/BENCHMARKS.md).
+tl_out=$(mktemp -d)
+if ./target/release/hkv-bench timeline --placements "auto;cpu" --rounds 1 --cycles 1 \
+     --phase-seconds 1 --keys 20000 --out "$tl_out" --markdown "$tl_out/B.md" \
+     | tee /dev/stderr | grep -q "^| 50% SET |" && test -s "$tl_out/placement-timeline.svg"; then
+  echo "placement-timeline: 1 passed, 0 failed" >>"$results"
+else
+  echo "placement-timeline: 0 passed, 1 failed" >>"$results"
+fi
+rm -rf "$tl_out"
+
 step "network benchmark: hkv-bench compare --quick against hkv, memcached and Redis"
 # Proves the load generator and the comparison run end to end and that every server answered
 # every preloaded key (real figures: scripts/compare.sh, docs/BENCHMARKS.md).
