@@ -19,6 +19,8 @@ pub struct EngineConfig {
     /// Hash partitions; one per engine thread.
     pub partitions: u32,
     pub page_size: usize,
+    /// The longest value stored (`-I`); values past the largest chunk (a page) are chained.
+    pub max_value: usize,
     pub growth_factor: f64,
     /// Item size (chunk, header included) the index is sized for.
     pub expected_item_bytes: usize,
@@ -64,6 +66,7 @@ impl Default for EngineConfig {
             memory_bytes: 64 << 20,
             partitions: 1,
             page_size: 1 << 20,
+            max_value: 1 << 20,
             growth_factor: 1.25,
             expected_item_bytes: 96,
             buckets_per_partition: None,
@@ -178,6 +181,7 @@ impl Engine {
         });
         let store_config = |p: u32| StoreConfig {
             page_size: config.page_size,
+            max_value: config.max_value,
             growth_factor: config.growth_factor,
             cas_start: p as u64 + 1,
             cas_step: config.partitions as u64,

@@ -246,7 +246,13 @@ fn background_sweep_frees_expired_items_without_access() {
 
 #[test]
 fn too_large_values_are_refused_and_remove_the_old_value() {
-    let mut e = engine(1);
+    let mut e = Engine::new(&EngineConfig {
+        memory_bytes: 8 << 20,
+        page_size: 64 << 10,
+        max_value: 64 << 10,
+        ..EngineConfig::default()
+    })
+    .unwrap();
     let big = vec![b'x'; 70 << 10];
     let r = run(
         &mut e,
@@ -433,4 +439,40 @@ fn flush_all_now_and_at_a_later_time() {
     exec(&sets, NOW + 6, &mut s);
     assert!(exec(&gets, NOW + 6, &mut s).iter().all(|&hit| hit));
     assert!(e.arena().used() <= e.arena().limit());
+}
+
+/// Values past the largest chunk (here 64 KiB pages) are chained: read back whole, appended
+/// to, prepended to, overwritten, refused by incr, and updated by vector operations.
+#[test]
+fn values_larger_than_a_page_are_chained_and_behave_like_any_other() {
+    let mut e = engine(1);
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let mut out = Responses::default();
+    e.execute(
+        &[
+            Request::set(b"big", &big),
+            Request::get(b"big"),
+            Request::store(Op::Append, b"big", b"tail", 0, 0),
+            Request::store(Op::Prepend, b"big", b"head", 0, 0),
+            Request::get(b"big"),
+            Request::incr(b"big", 1),
+        ],
+        NOW,
+        &mut out,
+    );
+    assert_eq!(out.results[0], Response::Stored);
+    assert_eq!(out.value(&out.results[1]), &big[..]);
+    assert_eq!(out.results[2], Response::Stored);
+    assert_eq!(out.results[3], Response::Stored);
+    let mut want = b"head".to_vec();
+    want.extend_from_slice(&big);
+    want.extend_from_slice(b"tail");
+    assert_eq!(out.value(&out.results[4]), &want[..]);
+    assert_eq!(out.results[5], Response::NonNumeric);
+    // A smaller value replaces the chain; the chain's chunks are free again.
+    let items_bytes = e.store_stats().bytes;
+    assert_eq!(items_bytes, (3 + want.len()) as u64);
+    let r = run(&mut e, NOW, &[Request::set(b"big", b"small"), Request::get(b"big")]);
+    assert_eq!(r, ["Stored", "VALUE small 0"]);
+    assert_eq!(e.store_stats().bytes, 3 + 5);
 }

@@ -42,7 +42,7 @@ fn op(keys: u8) -> impl Strategy<Value = M> {
     prop_oneof![
         6 => k.clone().prop_map(M::Get),
         2 => k.clone().prop_map(M::Gets),
-        6 => (k.clone(), prop_oneof![0u16..100, 0u16..1500], any::<i8>()).prop_map(|(k, l, e)| M::Set(k, l, e)),
+        6 => (k.clone(), prop_oneof![4 => 0u16..100, 4 => 0u16..1500, 1 => 4000u16..12000], any::<i8>()).prop_map(|(k, l, e)| M::Set(k, l, e)),
         1 => (k.clone(), prop_oneof![0u32..5, any::<u32>()]).prop_map(|(k, n)| M::SetNum(k, n)),
         1 => (k.clone(), 0u16..300, any::<i8>()).prop_map(|(k, l, e)| M::Add(k, l, e)),
         1 => (k.clone(), 0u16..300, any::<i8>()).prop_map(|(k, l, e)| M::Replace(k, l, e)),

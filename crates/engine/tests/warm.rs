@@ -69,8 +69,17 @@ fn snapshot(e: &mut Engine, keys: &[String]) -> Snapshot {
 /// Sets, overwrites, deletes and increments over `n` keys of many sizes.
 fn fill(e: &mut Engine, n: usize) -> Vec<String> {
     let keys: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
+    // Every 97th value is past the 64 KiB pages: chained (and overwritten, so some retired
+    // chains wait at the save too).
     let values: Vec<Vec<u8>> = (0..n)
-        .map(|i| vec![b'a' + (i % 26) as u8; 1 + (i * 37) % 3000])
+        .map(|i| {
+            let len = if i % 97 == 3 {
+                70_000 + (i * 131) % 130_000
+            } else {
+                1 + (i * 37) % 3000
+            };
+            (0..len).map(|j| b'a' + ((i + j / 1000) % 26) as u8).collect()
+        })
         .collect();
     for round in 0..3 {
         let mut out = Responses::default();
@@ -121,6 +130,8 @@ fn a_saved_engine_comes_back_with_every_item_as_it_was() {
         );
         let before = snapshot(&mut e, &keys);
         assert!(before.values().filter(|v| v.is_some()).count() > 2000);
+        let chained = before.values().flatten().filter(|v| v.0.len() > 64 << 10).count();
+        assert!(chained > 10, "only {chained} chained values");
         let saved = e.save_memory_file().unwrap();
         drop(e);
         assert!(meta_path(&path).exists());

@@ -474,9 +474,14 @@ impl Settings {
             "threads must be 1..=256"
         );
         anyhow::ensure!(s.memory_mb >= 1, "memory limit must be at least 1 MB");
+        // memcached's limits and words (values past a page are chained, as its are).
         anyhow::ensure!(
-            (1024..=(512 << 20)).contains(&s.max_item_size),
-            "max item size must be between 1k and 512m"
+            s.max_item_size >= 1024,
+            "Item max size cannot be less than 1024 bytes."
+        );
+        anyhow::ensure!(
+            s.max_item_size <= 1 << 30,
+            "Cannot set item size limit higher than 1 gigabytes."
         );
         // memcached's check and words: an item must fit twice in the memory limit.
         anyhow::ensure!(
@@ -576,19 +581,25 @@ impl Settings {
             .or((self.udp_port != 0).then(|| SocketAddr::new(self.listen, self.udp_port)))
     }
 
-    /// Slab page size: 1 MiB, or larger when `-I` asks for bigger items (as in memcached).
     /// Engine partitions: one per worker thread, fewer when memory is small. Each partition
     /// takes pages for its slab classes on its own, so memory split into partitions of under
     /// 16 pages strands most of it in half-used classes (measured: `-m 16 -t 2`, 1-64 KiB
     /// values, 117 items held with 2 partitions and 527 with 1; docs/BENCHMARKS.md).
+    /// A partition also gets room for two of the largest items besides (memcached's own
+    /// rule: `-I` at most half of `-m`): an item lives in one partition, its chained parts
+    /// in that partition's pages, and pages never move between partitions.
     pub fn partitions(&self) -> usize {
-        let pages = (self.memory_mb << 20) / self.page_size().max(1);
-        (pages / PAGES_PER_PARTITION).clamp(1, self.threads.max(1))
+        let page = self.page_size().max(1);
+        let pages = (self.memory_mb << 20) / page;
+        let per_partition = PAGES_PER_PARTITION + 2 * self.max_item_size.div_ceil(page);
+        (pages / per_partition).clamp(1, self.threads.max(1))
     }
 
+    /// Slab page size: 1 MiB whatever `-I` is, as memcached's default `slab_page_size`.
+    /// Larger values are chained over several chunks (crates/store/src/store/chain.rs), so
+    /// a large `-I` does not make every class take pages of that size.
     pub fn page_size(&self) -> usize {
-        let need = self.max_item_size + hkv_proto::MAX_KEY_LEN + 64;
-        need.max(1 << 20).div_ceil(4096) * 4096
+        1 << 20
     }
 }
 

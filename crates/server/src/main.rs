@@ -108,6 +108,7 @@ fn main() -> anyhow::Result<()> {
         memory_bytes: memory,
         partitions: settings.partitions() as u32,
         page_size,
+        max_value: settings.max_item_size,
         growth_factor: settings.growth_factor,
         backend: settings.backend(),
         schedule: settings.schedule(),

@@ -2,12 +2,18 @@
 //!
 //! ```text
 //! byte  0      1       2      3      4..8       8..12   12..16   16..24  24..28  28..32  32..
-//!     status key_len  bits  unused value_len   flags   expiry    cas    atime  unused  key, value
+//!     status key_len  bits  layout value_len   flags   expiry    cas    atime  unused  key, value
 //! ```
 //! `bits` holds the meta protocol's per-item state ([`FETCHED`], [`STALE`], [`WIN_SENT`]);
 //! `atime` is the Unix time of the last access that bumped the item (meta `l`, `me la=`).
 //! A free chunk has status [`FREE`] and keeps the next free slot of its class in bytes 4..8.
 //! Fields are little-endian and unaligned-safe (read through byte slices).
+//!
+//! A value too large for the largest chunk is *chained* (memcached's chunked items): the
+//! header's `layout` is [`LAYOUT_CHAINED`], and after the key, instead of the value, comes
+//! the table of its parts' locations (4 bytes each). Each part is a chunk with status
+//! [`CHAIN`], its owner's location in bytes 4..8, and its share of the value from byte 32:
+//! full parts in the largest class, the tail in the class that fits it.
 
 pub const HEADER_BYTES: usize = 32;
 /// memcached's limit; the header stores the key length in one byte.
@@ -28,6 +34,15 @@ pub(crate) const OFF_EXPIRY: usize = 12;
 pub(crate) const OFF_CAS: usize = 16;
 pub(crate) const OFF_BITS: usize = 2;
 pub(crate) const OFF_ATIME: usize = 24;
+pub(crate) const OFF_LAYOUT: usize = 3;
+/// `layout`: the value follows the key in this chunk.
+pub(crate) const LAYOUT_FLAT: u8 = 0;
+/// `layout`: the key is followed by the table of the value's parts.
+pub(crate) const LAYOUT_CHAINED: u8 = 1;
+/// Status of a chunk holding part of a chained value.
+pub(crate) const CHAIN: u8 = 0x3C;
+/// In a part: the location of the header that owns it (`NO_LOCATION` while it is built).
+pub(crate) const OFF_OWNER: usize = 4;
 
 /// Read at least once since it was stored (memcached's ITEM_FETCHED, meta `h`).
 pub const FETCHED: u8 = 1;
@@ -73,9 +88,26 @@ impl<'a> Item<'a> {
         &self.chunk[HEADER_BYTES..HEADER_BYTES + self.key_len()]
     }
 
-    pub fn value(&self) -> &'a [u8] {
+    /// Whether the value is stored in parts (read it with `SlabStore::value_parts`).
+    pub fn is_chained(&self) -> bool {
+        self.chunk[OFF_LAYOUT] == LAYOUT_CHAINED
+    }
+
+    /// The value, when it lies in this chunk (None for a chained item: see
+    /// `SlabStore::value_parts` and `SlabStore::copy_value`, which read both kinds).
+    pub fn flat_value(&self) -> Option<&'a [u8]> {
+        if self.is_chained() {
+            return None;
+        }
         let start = HEADER_BYTES + self.key_len();
-        &self.chunk[start..start + self.value_len()]
+        self.chunk.get(start..start + self.value_len())
+    }
+
+    /// A chained item's table of part locations.
+    pub(crate) fn part_table(&self) -> &'a [u8] {
+        let start = HEADER_BYTES + self.key_len();
+        let n = (self.chunk.len() - start) / 4;
+        &self.chunk[start..start + n * 4]
     }
 
     pub fn flags(&self) -> u32 {

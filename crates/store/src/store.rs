@@ -1,10 +1,12 @@
 //! One partition's slab store.
 
+mod chain;
 mod evict;
 mod pages;
 mod report;
 mod scan;
 mod warm;
+pub use chain::ValueParts;
 pub use pages::ReassignError;
 pub use report::{ClassCounts, ClassOp, ClassReport, CrawlCursor, StoreStats};
 pub use warm::{ClassImage, RestoreError, StoreImage};
@@ -19,8 +21,11 @@ use crate::location::{decode, encode, Location, NO_LOCATION};
 
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
-    /// Page size; also the largest item (minus one bitmap word). memcached's default: 1 MiB.
+    /// Page size; also the largest chunk (minus one bitmap word). memcached's default: 1 MiB.
     pub page_size: usize,
+    /// The longest value stored (memcached's `-I`, less the key and header); values past
+    /// the largest chunk are chained (store/chain.rs).
+    pub max_value: usize,
     /// Chunk size growth factor between classes (memcached `-f`).
     pub growth_factor: f64,
     /// CAS values are `cas_start + k * cas_step`, so partitions never hand out the same one.
@@ -32,6 +37,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             page_size: 1 << 20,
+            max_value: 1 << 20,
             growth_factor: 1.25,
             cas_start: 1,
             cas_step: 1,
@@ -68,6 +74,8 @@ struct Class {
     /// CLOCK hand.
     hand: u32,
     items: u64,
+    /// Chunks holding parts of chained items (not items themselves).
+    parts: u64,
     counts: ClassCounts,
 }
 
@@ -143,6 +151,8 @@ pub struct SlabStore {
     /// memory: set by the engine when its index is nearly full and cannot grow, so CLOCK,
     /// not the index's displacement bound, decides what goes.
     item_cap: Option<u64>,
+    /// See [`StoreConfig::max_value`].
+    max_value: usize,
 }
 
 impl std::fmt::Debug for SlabStore {
@@ -165,6 +175,7 @@ impl SlabStore {
                 bump: 0,
                 hand: 0,
                 items: 0,
+                parts: 0,
                 counts: ClassCounts::default(),
             })
             .collect();
@@ -179,6 +190,7 @@ impl SlabStore {
             automove: true,
             evict: true,
             item_cap: None,
+            max_value: config.max_value,
         }
     }
 
@@ -198,6 +210,7 @@ impl SlabStore {
             info: c.info,
             pages: c.pages.len(),
             items: c.items,
+            parts: c.parts,
             untouched: u64::from(c.slots() - c.bump),
             counts: c.counts,
         })
@@ -341,7 +354,8 @@ impl SlabStore {
         let cas = self.next_cas;
         let chunk = self.live_chunk_mut(loc)?;
         let klen = chunk[OFF_KEY_LEN] as usize;
-        if rd32(chunk, OFF_VALUE_LEN) as usize != value.len() {
+        if rd32(chunk, OFF_VALUE_LEN) as usize != value.len() || chunk[OFF_LAYOUT] != LAYOUT_FLAT
+        {
             return None;
         }
         chunk[HEADER_BYTES + klen..HEADER_BYTES + klen + value.len()].copy_from_slice(value);
@@ -350,10 +364,13 @@ impl SlabStore {
         Some(cas)
     }
 
-    /// The value of a live item, to change in place without changing its length (vector
-    /// updates); the caller gives the item a new CAS.
+    /// The value of a live flat item, to change in place without changing its length
+    /// (vector updates); the caller gives the item a new CAS. None for a chained one.
     pub fn value_mut(&mut self, loc: Location) -> Option<&mut [u8]> {
         let chunk = self.live_chunk_mut(loc)?;
+        if chunk[OFF_LAYOUT] != LAYOUT_FLAT {
+            return None;
+        }
         let klen = chunk[OFF_KEY_LEN] as usize;
         let vlen = rd32(chunk, OFF_VALUE_LEN) as usize;
         chunk.get_mut(HEADER_BYTES + klen..HEADER_BYTES + klen + vlen)
@@ -363,26 +380,24 @@ impl SlabStore {
     /// too but returns false (it was already uncounted), and a free one is left alone.
     pub fn free(&mut self, loc: Location) -> bool {
         let (c, slot) = decode(loc);
-        let Some(class) = self.classes.get_mut(c) else {
+        let Some(class) = self.classes.get(c).filter(|k| slot < k.slots()) else {
             return false;
         };
-        if slot >= class.slots() {
-            return false;
-        }
-        let head = class.free_head;
-        let chunk = class.chunk_mut(slot);
+        let chunk = class.chunk(slot);
         let status = chunk[OFF_STATUS];
         if status != IN_USE && status != RETIRED {
             return false;
         }
         let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
-        chunk[OFF_STATUS] = FREE;
-        wr32(chunk, OFF_NEXT_FREE, head);
-        class.free_head = slot;
-        class.set_referenced(slot, false);
+        let parts = self.parts_of(&Item::new(chunk));
+        for p in parts {
+            self.release_part(p);
+        }
+        self.push_free(loc);
         if status == RETIRED {
             return false;
         }
+        let class = &mut self.classes[c];
         class.items -= 1;
         class.counts.bytes -= payload;
         self.stats.curr_items -= 1;
@@ -445,9 +460,17 @@ impl SlabStore {
             return Err(StoreError::KeyTooLong);
         }
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
-        let c = self
-            .class_for(key.len(), value_len)
-            .ok_or(StoreError::TooLarge)?;
+        let Some(c) = self.class_for(key.len(), value_len) else {
+            return self.store_chained(
+                key,
+                value_parts,
+                value_len,
+                flags,
+                raw_expiry,
+                now,
+                &mut on_reclaim,
+            );
+        };
         let slot = match self.allocate(c, now, &mut on_reclaim) {
             Some(s) => s,
             None => {
@@ -457,25 +480,20 @@ impl SlabStore {
             }
         };
         let cas = self.take_cas();
-        let class = &mut self.classes[c];
-        let chunk = class.chunk_mut(slot);
-        chunk[OFF_STATUS] = IN_USE;
-        chunk[OFF_KEY_LEN] = key.len() as u8;
-        chunk[OFF_BITS] = 0;
-        chunk[3] = 0;
-        wr32(chunk, OFF_ATIME, now);
-        wr32(chunk, OFF_ATIME + 4, 0);
-        wr32(chunk, OFF_VALUE_LEN, value_len as u32);
-        wr32(chunk, OFF_FLAGS, flags);
-        wr32(chunk, OFF_EXPIRY, raw_expiry);
-        chunk[OFF_CAS..OFF_CAS + 8].copy_from_slice(&cas.to_le_bytes());
-        let mut at = HEADER_BYTES;
-        chunk[at..at + key.len()].copy_from_slice(key);
-        at += key.len();
+        let chunk = self.classes[c].chunk_mut(slot);
+        write_header(chunk, key, value_len, flags, raw_expiry, cas, now);
+        let mut at = HEADER_BYTES + key.len();
         for part in value_parts {
             chunk[at..at + part.len()].copy_from_slice(part);
             at += part.len();
         }
+        self.count_new_item(c, slot, key.len() + value_len);
+        Ok((encode(c, slot), cas))
+    }
+
+    /// Counts a just-written item in.
+    fn count_new_item(&mut self, c: usize, slot: u32, payload: usize) {
+        let class = &mut self.classes[c];
         // Every new item starts referenced, as memcached puts new items at the head of its
         // LRU: a chunk from the free list, or a fresh one in a page just added where the hand
         // wrapped, may sit right ahead of the CLOCK hand, and without its bit a
@@ -484,18 +502,18 @@ impl SlabStore {
         class.set_referenced(slot, true);
         class.items += 1;
         class.counts.sets += 1;
-        class.counts.bytes += (key.len() + value_len) as u64;
+        class.counts.bytes += payload as u64;
         self.stats.curr_items += 1;
         self.stats.total_items += 1;
-        self.stats.bytes += (key.len() + value_len) as u64;
-        Ok((encode(c, slot), cas))
+        self.stats.bytes += payload as u64;
     }
 
     /// Whether an item of this size can be stored without CLOCK taking a live item back
     /// (a free chunk, an uncarved slot, or room in the arena for a new page).
     pub fn has_room(&self, key_len: usize, value_len: usize) -> bool {
         let Some(c) = self.class_for(key_len, value_len) else {
-            return true; // too large: nothing would be evicted
+            // Chained: its parts may well need CLOCK.
+            return false;
         };
         let class = &self.classes[c];
         class.free_head != NO_LOCATION
@@ -549,7 +567,20 @@ impl SlabStore {
                 }
             }
         }
-        self.clock_evict(c, now, on_reclaim)
+        if let Some(slot) = self.clock_evict(c, now, on_reclaim) {
+            return Some(slot);
+        }
+        // Nothing in the class can go (every chunk pinned: retired, or parts of the chained
+        // item being stored, which may need more chunks of the largest class than it has):
+        // a page from the class holding the most, as memcached's automove would move.
+        if self.automove && self.evict {
+            if let Some(from) = self.richest_class(c) {
+                if let Some(page) = self.take_page(from, now, on_reclaim) {
+                    return Some(self.give_page(c, page, true));
+                }
+            }
+        }
+        None
     }
 
     /// See `item_cap`; None lifts it.
@@ -584,6 +615,7 @@ impl SlabStore {
             class.bump = 0;
             class.hand = 0;
             class.items = 0;
+            class.parts = 0;
             class.counts.bytes = 0;
         }
         self.stats.curr_items = 0;
@@ -598,4 +630,27 @@ impl SlabStore {
     pub fn arena(&self) -> &Arc<Arena> {
         &self.arena
     }
+}
+
+/// An in-use header for `key` (flat layout; the caller writes the value or the part table).
+fn write_header(
+    chunk: &mut [u8],
+    key: &[u8],
+    value_len: usize,
+    flags: u32,
+    raw_expiry: u32,
+    cas: u64,
+    now: u32,
+) {
+    chunk[OFF_STATUS] = IN_USE;
+    chunk[OFF_KEY_LEN] = key.len() as u8;
+    chunk[OFF_BITS] = 0;
+    chunk[OFF_LAYOUT] = LAYOUT_FLAT;
+    wr32(chunk, OFF_ATIME, now);
+    wr32(chunk, OFF_ATIME + 4, 0);
+    wr32(chunk, OFF_VALUE_LEN, value_len as u32);
+    wr32(chunk, OFF_FLAGS, flags);
+    wr32(chunk, OFF_EXPIRY, raw_expiry);
+    chunk[OFF_CAS..OFF_CAS + 8].copy_from_slice(&cas.to_le_bytes());
+    chunk[HEADER_BYTES..HEADER_BYTES + key.len()].copy_from_slice(key);
 }

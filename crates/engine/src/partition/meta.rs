@@ -46,7 +46,7 @@ impl Partition {
             bits |= hit::WIN;
         }
         let offset = data.len();
-        data.extend_from_slice(item.value());
+        self.store.copy_value(&item, data);
         let r = Response::Value {
             flags: item.flags(),
             cas: item.cas(),

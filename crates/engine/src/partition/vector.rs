@@ -47,13 +47,13 @@ impl Partition {
         }
         let mut work = std::mem::take(&mut self.value_buf);
         work.clear();
-        work.extend_from_slice(self.store.get(loc).map_or(&[][..], |i| i.value()));
+        if let Some(item) = self.store.get(loc) {
+            self.store.copy_value(&item, &mut work);
+        }
         let operand = scalar.is_none().then_some(operand);
         let done = match dev.update(e, o, &mut work, operand, scalar.unwrap_or(0)) {
             Ok(()) => {
-                if let Some(value) = self.store.value_mut(loc) {
-                    value.copy_from_slice(&work);
-                }
+                self.store.write_value(loc, &work);
                 self.stats.vector_device_ops += 1;
                 true
             }
@@ -86,12 +86,20 @@ impl Partition {
         let ran = if ran {
             Proc::Device
         } else {
+            let operand = match scalar {
+                Some(s) => Operand::Scalar(s),
+                None => Operand::Vector(operand),
+            };
             if let Some(value) = self.store.value_mut(loc) {
-                let operand = match scalar {
-                    Some(s) => Operand::Scalar(s),
-                    None => Operand::Vector(operand),
-                };
                 vector::update(elem, op, value, operand);
+            } else if let Some(item) = self.store.get(loc) {
+                // A chained value: updated in a copy, written back part by part.
+                let mut work = std::mem::take(&mut self.value_buf);
+                work.clear();
+                self.store.copy_value(&item, &mut work);
+                vector::update(elem, op, &mut work, operand);
+                self.store.write_value(loc, &work);
+                self.value_buf = work;
             }
             Proc::Cpu
         };
@@ -134,18 +142,27 @@ impl Partition {
             atime,
             bits: 0,
         };
+        // A chained value is read whole into a copy first (only those allocate).
+        let mut whole = Vec::new();
+        let value = match item.flat_value() {
+            Some(v) => v,
+            None => {
+                self.store.copy_value(&item, &mut whole);
+                &whole[..]
+            }
+        };
         let answer = match v.call {
-            VectorCall::Reduce(op) => Response::Reduced(vector::reduce(v.elem, op, item.value())),
+            VectorCall::Reduce(op) => Response::Reduced(vector::reduce(v.elem, op, value)),
             VectorCall::Filter { cmp, scalar } => {
                 let offset = data.len();
-                vector::filter(v.elem, cmp, scalar, item.value(), data);
+                vector::filter(v.elem, cmp, scalar, value, data);
                 value_at(offset, data)
             }
             VectorCall::Update { op, scalar, old } => {
                 let answer = if old {
                     // KV-Direct's fetch-and-add, on every element: the value as it was.
                     let offset = data.len();
-                    data.extend_from_slice(item.value());
+                    data.extend_from_slice(value);
                     value_at(offset, data)
                 } else {
                     Response::Updated

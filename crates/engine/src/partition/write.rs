@@ -133,7 +133,7 @@ impl Partition {
                 let item = self.store.get(loc).expect("found live above");
                 let (flags, expiry) = (item.flags(), item.expiry());
                 self.value_buf.clear();
-                self.value_buf.extend_from_slice(item.value());
+                self.store.copy_value(&item, &mut self.value_buf);
                 let parts = if req.op == Op::Append {
                     Parts::Two(0, req.value)
                 } else {
@@ -248,7 +248,7 @@ impl Partition {
         );
         if let (true, Some(item)) = (writes, cur.and_then(|l| self.store.get(l))) {
             let offset = data.len();
-            data.extend_from_slice(item.value());
+            self.store.copy_value(&item, data);
             self.previous = Some(hkv_types::Previous {
                 offset,
                 len: item.value_len() as u32,
@@ -296,7 +296,8 @@ impl Partition {
             return Response::NotFound;
         };
         let item = self.store.get(loc).expect("found live above");
-        let Some(old) = parse_counter(item.value()) else {
+        // A chained value is far longer than any number.
+        let Some(old) = item.flat_value().and_then(parse_counter) else {
             return Response::NonNumeric;
         };
         // memcached: incr wraps at 2^64, decr stops at 0.

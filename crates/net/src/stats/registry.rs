@@ -360,8 +360,8 @@ pub(crate) static SLAB_FIELDS: &[ClassDef] = class_defs![
     "chunks_per_page", Setting, "chunks in a page", |c| u64::from(c.info.per_page);
     "total_pages", Gauge, "pages the class holds", |c| c.pages as u64;
     "total_chunks", Gauge, "chunks in those pages", |c| c.pages as u64 * u64::from(c.info.per_page);
-    "used_chunks", Gauge, "chunks holding items", |c| c.items;
-    "free_chunks", Gauge, "chunks free", |c| (c.pages as u64 * u64::from(c.info.per_page)).saturating_sub(c.items);
+    "used_chunks", Gauge, "chunks holding items or parts of chained ones", |c| c.items + c.parts;
+    "free_chunks", Gauge, "chunks free", |c| (c.pages as u64 * u64::from(c.info.per_page)).saturating_sub(c.items + c.parts);
     "free_chunks_end", Gauge, "chunks never used yet", |c| c.untouched;
     "get_hits", Counter, "reads that found an item of the class", |c| c.counts.hits;
     "cmd_set", Counter, "items stored in the class", |c| c.counts.sets;

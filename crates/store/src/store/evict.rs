@@ -4,20 +4,22 @@
 use super::SlabStore;
 use crate::expiry::is_expired;
 use crate::item::*;
-use crate::location::{encode, Location};
+use crate::location::{decode, encode, Location};
 use crate::store::Reclaim;
 
 impl SlabStore {
     /// CLOCK over the class: clear set reference bits, take the first live chunk without one.
     /// Expired items are taken whatever their bit. Two full turns always find a victim.
+    /// A part of a chained item stands for its owner: the owner's bit is the one tested and
+    /// cleared, and taking the part takes the whole item (the other chunks go to their free
+    /// lists). Parts of items being built or retired are passed over.
     pub(super) fn clock_evict(
         &mut self,
         c: usize,
         now: u32,
         on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Option<u32> {
-        let class = &mut self.classes[c];
-        let slots = class.slots();
+        let slots = self.classes[c].slots();
         if slots == 0 {
             return None;
         }
@@ -30,51 +32,37 @@ impl SlabStore {
             u64::from(slots.min(256))
         };
         for _ in 0..turns {
+            let class = &mut self.classes[c];
             let slot = class.hand;
             class.hand = if slot + 1 >= slots { 0 } else { slot + 1 };
             let chunk = class.chunk(slot);
-            if chunk[OFF_STATUS] != IN_USE {
-                continue;
-            }
-            let expired = is_expired(rd32(chunk, OFF_EXPIRY), now);
+            let victim = match chunk[OFF_STATUS] {
+                IN_USE => encode(c, slot),
+                CHAIN => {
+                    let owner = rd32(chunk, OFF_OWNER);
+                    if !self.owner_is_live(owner) {
+                        continue;
+                    }
+                    owner
+                }
+                _ => continue,
+            };
+            let (vc, vslot) = decode(victim);
+            let vclass = &mut self.classes[vc];
+            let expired = is_expired(rd32(vclass.chunk(vslot), OFF_EXPIRY), now);
             if !expired && !self.evict {
                 continue;
             }
-            if !expired && class.referenced(slot) {
-                class.set_referenced(slot, false);
+            if !expired && vclass.referenced(vslot) {
+                vclass.set_referenced(vslot, false);
                 continue;
             }
-            let item = Item::new(chunk);
             let kind = if expired {
                 Reclaim::Expired
             } else {
                 Reclaim::Evicted
             };
-            on_reclaim(&item, encode(c, slot), kind);
-            let payload = (item.key_len() + item.value_len()) as u64;
-            let unfetched = item.bits() & FETCHED == 0;
-            let has_expiry = item.expiry() != 0;
-            let idle = u64::from(now.saturating_sub(item.atime()));
-            class.items -= 1;
-            class.counts.bytes -= payload;
-            self.stats.curr_items -= 1;
-            self.stats.bytes -= payload;
-            match kind {
-                Reclaim::Evicted => {
-                    self.stats.evictions += 1;
-                    class.counts.evicted += 1;
-                    class.counts.evicted_time = idle;
-                    class.counts.evicted_nonzero += u64::from(has_expiry);
-                    class.counts.evicted_unfetched += u64::from(unfetched);
-                    self.stats.evicted_unfetched += u64::from(unfetched);
-                }
-                Reclaim::Expired => {
-                    self.stats.reclaimed += 1;
-                    class.counts.reclaimed += 1;
-                    class.counts.expired_unfetched += u64::from(unfetched);
-                    self.stats.expired_unfetched += u64::from(unfetched);
-                }
-            }
+            self.reclaim_victim(victim, kind, now, Some(encode(c, slot)), on_reclaim);
             return Some(slot);
         }
         None

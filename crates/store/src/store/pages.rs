@@ -5,7 +5,7 @@ use hkv_mem::Carved;
 
 use super::SlabStore;
 use crate::item::*;
-use crate::location::{encode, Location, NO_LOCATION};
+use crate::location::{decode, encode, Location, NO_LOCATION};
 use crate::store::Reclaim;
 
 /// Why `slabs reassign` moved nothing.
@@ -46,9 +46,10 @@ impl SlabStore {
     }
 
     /// Takes the last page of class `from`: evicts its live items (reported through
-    /// `on_reclaim`, counted as evictions), drops its free chunks from the free list, and
-    /// returns it. None if a chunk on it is retired: an index entry may still point there,
-    /// so the page cannot be reused until the engine has applied its index writes.
+    /// `on_reclaim`, counted as evictions) and the owners of chained parts on it, drops its
+    /// free chunks from the free list, and returns it. None if a chunk on it is retired or a
+    /// part of a retired item or of one being built: an index entry (or the store call in
+    /// progress) may still point there, so the page cannot be reused yet.
     pub(super) fn take_page(
         &mut self,
         from: usize,
@@ -59,40 +60,36 @@ impl SlabStore {
         let per = class.info.per_page;
         let first = class.slots().checked_sub(per)?;
         let end = class.bump.min(class.slots());
-        if (first..end).any(|s| class.chunk(s)[OFF_STATUS] == RETIRED) {
+        let pinned = |s: u32| {
+            let chunk = self.classes[from].chunk(s);
+            match chunk[OFF_STATUS] {
+                RETIRED => true,
+                CHAIN => !self.owner_is_live(rd32(chunk, OFF_OWNER)),
+                _ => false,
+            }
+        };
+        if (first..end).any(pinned) {
             return None;
         }
         for slot in first..end {
-            let class = &self.classes[from];
-            let chunk = class.chunk(slot);
-            if chunk[OFF_STATUS] != IN_USE {
-                continue;
-            }
-            let item = Item::new(chunk);
-            let payload = (item.key_len() + item.value_len()) as u64;
-            let expired = item.is_expired(now);
-            let unfetched = u64::from(item.bits() & FETCHED == 0);
+            let chunk = self.classes[from].chunk(slot);
+            let victim = match chunk[OFF_STATUS] {
+                IN_USE => encode(from, slot),
+                // Its owner may have gone with an earlier chunk of this page.
+                CHAIN if self.owner_is_live(rd32(chunk, OFF_OWNER)) => rd32(chunk, OFF_OWNER),
+                _ => continue,
+            };
+            let (vc, vslot) = decode(victim);
+            let expired = Item::new(self.classes[vc].chunk(vslot)).is_expired(now);
             let why = if expired {
                 Reclaim::Expired
             } else {
+                self.stats.page_move_evictions += 1;
                 Reclaim::Evicted
             };
-            on_reclaim(&item, encode(from, slot), why);
-            let class = &mut self.classes[from];
-            class.items -= 1;
-            class.counts.bytes -= payload;
-            self.stats.curr_items -= 1;
-            self.stats.bytes -= payload;
-            if expired {
-                self.stats.reclaimed += 1;
-                class.counts.reclaimed += 1;
-            } else {
-                self.stats.evictions += 1;
-                self.stats.page_move_evictions += 1;
-                self.stats.evicted_unfetched += unfetched;
-                class.counts.evicted += 1;
-                class.counts.evicted_unfetched += unfetched;
-            }
+            // Chunks on this page go on the free list for a moment; the list is rebuilt
+            // without them below.
+            self.reclaim_victim(victim, why, now, None, on_reclaim);
         }
         let class = &mut self.classes[from];
         // Unlink the page's free chunks: rebuild the list from the chunks that stay.

@@ -99,6 +99,8 @@ pub struct ClassReport {
     pub info: ClassInfo,
     pub pages: usize,
     pub items: u64,
+    /// Chunks holding parts of chained items (values larger than the largest chunk).
+    pub parts: u64,
     /// Chunks never handed out yet (memcached's `free_chunks_end`).
     pub untouched: u64,
     pub counts: ClassCounts,

@@ -10,7 +10,7 @@ use hkv_mem::{Arena, Carved};
 use super::{Class, SlabStore, StoreConfig};
 use crate::class::chunk_sizes;
 use crate::item::*;
-use crate::location::NO_LOCATION;
+use crate::location::{decode, encode, NO_LOCATION};
 use crate::store::ClassCounts;
 
 /// One class's pages (arena offsets, in the class's own order: slot numbers follow it) and
@@ -93,6 +93,7 @@ impl SlabStore {
             chunk_sizes(config.growth_factor, config.page_size).len()
         );
         store.next_cas = image.next_cas.max(1);
+        let part_cap = store.part_cap();
         for (c, (class, saved)) in store.classes.iter_mut().zip(&image.classes).enumerate() {
             let class_err = |why: String| RestoreError::Class { class: c, why };
             let mine = std::mem::take(&mut pages[c]);
@@ -113,13 +114,61 @@ impl SlabStore {
             }
             class.bump = saved.bump;
             class.hand = saved.hand;
-            restore_class(c, class, &mut store.stats)?;
+            restore_class(c, class, part_cap, &mut store.stats)?;
             if !class.pages.is_empty() {
                 store.stats.pages += class.pages.len() as u64;
                 store.stats.largest_chunk = store.stats.largest_chunk.max(class.info.chunk as u64);
             }
         }
+        store.restore_chains()?;
         Ok(store)
+    }
+
+    /// After every class is back: each live chained item must own all its parts; parts
+    /// no live item owns (of a retired version, or of one the previous process was still
+    /// building) go back to their free lists.
+    fn restore_chains(&mut self) -> Result<(), RestoreError> {
+        let mut owned = std::collections::HashSet::new();
+        for c in 0..self.classes.len() {
+            for slot in 0..self.classes[c].bump {
+                let item = Item::new(self.classes[c].chunk(slot));
+                if self.classes[c].chunk(slot)[OFF_STATUS] != IN_USE || !item.is_chained() {
+                    continue;
+                }
+                let owner = encode(c, slot);
+                for part in self.parts_of(&item) {
+                    let (pc, ps) = decode(part);
+                    let ok = self
+                        .classes
+                        .get(pc)
+                        .filter(|k| ps < k.bump)
+                        .map(|k| k.chunk(ps))
+                        .is_some_and(|p| p[OFF_STATUS] == CHAIN && rd32(p, OFF_OWNER) == owner);
+                    if !ok || !owned.insert(part) {
+                        return Err(RestoreError::Chunk {
+                            class: c,
+                            slot,
+                            why: format!("part {part:#x} of a chained item is not its own"),
+                        });
+                    }
+                }
+                let total = (HEADER_BYTES + item.key_len() + item.value_len()) as u64;
+                let parts = self.parts_of(&item);
+                for part in parts {
+                    self.classes[decode(part).0].parts += 1;
+                }
+                self.stats.largest_chunk = self.stats.largest_chunk.max(total);
+            }
+        }
+        for c in 0..self.classes.len() {
+            for slot in 0..self.classes[c].bump {
+                let loc = encode(c, slot);
+                if self.classes[c].chunk(slot)[OFF_STATUS] == CHAIN && !owned.contains(&loc) {
+                    self.push_free(loc);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -127,10 +176,12 @@ impl SlabStore {
 fn restore_class(
     c: usize,
     class: &mut Class,
+    part_cap: usize,
     stats: &mut super::StoreStats,
 ) -> Result<(), RestoreError> {
     class.free_head = NO_LOCATION;
     class.items = 0;
+    class.parts = 0;
     class.counts = ClassCounts::default();
     let chunk_len = class.info.chunk;
     // Highest slot first, so the free list hands out low slots first, as after a start.
@@ -141,7 +192,12 @@ fn restore_class(
             IN_USE => {
                 let klen = chunk[OFF_KEY_LEN] as usize;
                 let vlen = rd32(chunk, OFF_VALUE_LEN) as usize;
-                if klen == 0 || klen > MAX_KEY_LEN || HEADER_BYTES + klen + vlen > chunk_len {
+                let stored = match chunk[OFF_LAYOUT] {
+                    LAYOUT_FLAT => vlen,
+                    LAYOUT_CHAINED => 4 * vlen.div_ceil(part_cap.max(1)),
+                    _ => usize::MAX - HEADER_BYTES - MAX_KEY_LEN,
+                };
+                if klen == 0 || klen > MAX_KEY_LEN || HEADER_BYTES + klen + stored > chunk_len {
                     return Err(RestoreError::Chunk {
                         class: c,
                         slot,
@@ -153,6 +209,8 @@ fn restore_class(
                 stats.curr_items += 1;
                 stats.bytes += (klen + vlen) as u64;
             }
+            // Checked once every class is back (`restore_chains`).
+            CHAIN => {}
             FREE | RETIRED => {
                 chunk[OFF_STATUS] = FREE;
                 wr32(chunk, OFF_NEXT_FREE, head);
