@@ -62,13 +62,19 @@ SCRIPTS = [
     b"lru_crawler crawl all noreply\r\nlru_crawler sleep 100\r\nlru_crawler sleep 2000000\r\n"
     b"lru_crawler sleep x\r\nlru_crawler tocrawl 0\r\nlru_crawler tocrawl -1\r\nlru_crawler enable\r\n"
     b"lru_crawler bogus\r\nlru_crawler\r\nlru_crawler crawl 1,2\r\n",
+    # Values past the 1 MiB page (chained in hkv, chunked in memcached; both run -I 2m):
+    # stored, read, appended and prepended to, and refused past -I in memcached's words.
+    b"set big 3 0 1500000\r\n" + bytes(range(97, 123)) * 57692 + b"ab\r\nget big\r\n"
+    b"append big 0 0 4\r\ntail\r\nprepend big 0 0 4\r\nhead\r\nget big\r\n"
+    b"mg big s v f\r\nappend big 0 0 600000\r\n" + b"z" * 600000 + b"\r\nget big\r\n"
+    b"set over 0 0 2200000\r\n" + b"o" * 2200000 + b"\r\nget over\r\ndelete big\r\nget big\r\n",
     # bad tokens
     b"mg a N\r\nmg a Nx\r\nmg a Tx\r\nmg a Rx\r\nmg a Cx\r\nms a 1 Fx\r\nx\r\nmg a v v\r\nmg a P L Lfoo v\r\n",
 ]
 
 
 def converse(server, data):
-    with socket.create_connection(server.addr, timeout=5) as s:
+    with socket.create_connection(server.addr, timeout=20) as s:
         # quit closes the connection once everything before it is answered.
         s.sendall(data + b"quit\r\n")
         out = b""

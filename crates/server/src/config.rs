@@ -479,14 +479,14 @@ impl Settings {
             s.max_item_size >= 1024,
             "Item max size cannot be less than 1024 bytes."
         );
-        anyhow::ensure!(
-            s.max_item_size <= 1 << 30,
-            "Cannot set item size limit higher than 1 gigabytes."
-        );
         // memcached's check and words: an item must fit twice in the memory limit.
         anyhow::ensure!(
             s.max_item_size <= (s.memory_mb << 20) / 2,
             "Cannot set item size limit higher than 1/2 of memory max."
+        );
+        anyhow::ensure!(
+            s.max_item_size <= 1 << 30,
+            "Cannot set item size limit higher than a gigabyte."
         );
         anyhow::ensure!(
             s.max_connections >= 1,

@@ -320,6 +320,8 @@ fn an_item_limit_above_half_the_memory_is_refused_as_memcached_does() {
         (["-m", "1", "-I", "1m"], false),
         (["-m", "64", "-I", "33m"], false),
         (["-m", "64", "-I", "32m"], true),
+        (["-m", "4096", "-I", "1025m"], false),
+        (["-m", "4096", "-I", "1024m"], true),
     ] {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hkv"))
             .args(["-p", "0", "-l", "127.0.0.1"])
@@ -338,9 +340,13 @@ fn an_item_limit_above_half_the_memory_is_refused_as_memcached_does() {
         let out = child.wait_with_output().unwrap();
         assert_eq!(started, ok, "{args:?}");
         if !ok {
+            let why = if args[1] == "4096" {
+                "Cannot set item size limit higher than a gigabyte."
+            } else {
+                "Cannot set item size limit higher than 1/2 of memory max."
+            };
             assert!(
-                String::from_utf8_lossy(&out.stderr)
-                    .contains("Cannot set item size limit higher than 1/2 of memory max."),
+                String::from_utf8_lossy(&out.stderr).contains(why),
                 "{args:?}"
             );
         }
