@@ -78,7 +78,9 @@ fn fill(e: &mut Engine, n: usize) -> Vec<String> {
             } else {
                 1 + (i * 37) % 3000
             };
-            (0..len).map(|j| b'a' + ((i + j / 1000) % 26) as u8).collect()
+            (0..len)
+                .map(|j| b'a' + ((i + j / 1000) % 26) as u8)
+                .collect()
         })
         .collect();
     for round in 0..3 {
@@ -130,7 +132,11 @@ fn a_saved_engine_comes_back_with_every_item_as_it_was() {
         );
         let before = snapshot(&mut e, &keys);
         assert!(before.values().filter(|v| v.is_some()).count() > 2000);
-        let chained = before.values().flatten().filter(|v| v.0.len() > 64 << 10).count();
+        let chained = before
+            .values()
+            .flatten()
+            .filter(|v| v.0.len() > 64 << 10)
+            .count();
         assert!(chained > 10, "only {chained} chained values");
         let saved = e.save_memory_file().unwrap();
         drop(e);

@@ -103,5 +103,8 @@ fn a_large_item_limit_leaves_pages_small_so_small_classes_keep_their_items() {
     assert_eq!(set(&mut c, "big", &big), "STORED\r\n");
     assert_eq!(get(&mut c, "big").as_deref(), Some(&big[..]));
     // The largest chunk is a 1 MiB page's (less its bitmap word), whatever -I is.
-    assert_eq!(c.stat_u64("settings", "slab_chunk_max"), Some((1 << 20) - 8));
+    assert_eq!(
+        c.stat_u64("settings", "slab_chunk_max"),
+        Some((1 << 20) - 8)
+    );
 }

@@ -354,8 +354,7 @@ impl SlabStore {
         let cas = self.next_cas;
         let chunk = self.live_chunk_mut(loc)?;
         let klen = chunk[OFF_KEY_LEN] as usize;
-        if rd32(chunk, OFF_VALUE_LEN) as usize != value.len() || chunk[OFF_LAYOUT] != LAYOUT_FLAT
-        {
+        if rd32(chunk, OFF_VALUE_LEN) as usize != value.len() || chunk[OFF_LAYOUT] != LAYOUT_FLAT {
             return None;
         }
         chunk[HEADER_BYTES + klen..HEADER_BYTES + klen + value.len()].copy_from_slice(value);

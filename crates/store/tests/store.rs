@@ -462,7 +462,10 @@ fn a_value_past_the_largest_chunk_is_chained_and_read_back_whole() {
     let (_a, mut s) = store(4 << 20, 64 << 10);
     let cap = s.max_item_payload();
     // A value of exactly two full parts, one with a tail, and one built from pieces.
-    for (i, len) in [2 * cap, 2 * cap + 1, 3 * cap + 12345].into_iter().enumerate() {
+    for (i, len) in [2 * cap, 2 * cap + 1, 3 * cap + 12345]
+        .into_iter()
+        .enumerate()
+    {
         let v = pattern(i as u32, len);
         let (a, b) = v.split_at(len / 3);
         let (loc, _) = s
@@ -470,7 +473,10 @@ fn a_value_past_the_largest_chunk_is_chained_and_read_back_whole() {
             .unwrap();
         let it = s.get(loc).unwrap();
         assert!(it.is_chained() && it.flat_value().is_none());
-        assert_eq!((it.key(), it.value_len(), it.flags()), (&b"big"[..], len, 9));
+        assert_eq!(
+            (it.key(), it.value_len(), it.flags()),
+            (&b"big"[..], len, 9)
+        );
         assert_eq!(value_of(&s, loc).unwrap(), v);
         assert_eq!(s.stats().bytes, 3 + len as u64);
         assert_eq!(s.stats().curr_items, 1);
@@ -478,7 +484,10 @@ fn a_value_past_the_largest_chunk_is_chained_and_read_back_whole() {
         let w = pattern(99, len);
         assert!(s.write_value(loc, &w));
         assert_eq!(value_of(&s, loc).unwrap(), w);
-        assert!(s.value_mut(loc).is_none(), "no flat view of a chained value");
+        assert!(
+            s.value_mut(loc).is_none(),
+            "no flat view of a chained value"
+        );
         assert_eq!(parts_in_use(&s), len.div_ceil(cap) as u64);
         assert!(s.free(loc));
         assert_eq!((s.stats().bytes, s.stats().curr_items), (0, 0));
@@ -560,13 +569,21 @@ fn chained_items_are_evicted_whole_and_never_read_torn() {
         }
         assert_eq!(s.stats().curr_items, live.len() as u64);
     }
-    assert!(s.stats().evictions > 100, "the run evicted: {:?}", s.stats());
+    assert!(
+        s.stats().evictions > 100,
+        "the run evicted: {:?}",
+        s.stats()
+    );
     let parts: u64 = live
         .iter()
         .filter(|(k, &(_, _, len))| k.len() + len > cap)
         .map(|(_, &(_, _, len))| len.div_ceil(cap) as u64)
         .sum();
-    assert_eq!(parts_in_use(&s), parts, "parts counted as stats slabs shows them");
+    assert_eq!(
+        parts_in_use(&s),
+        parts,
+        "parts counted as stats slabs shows them"
+    );
 }
 
 #[test]
@@ -590,7 +607,8 @@ fn a_retired_chained_item_holds_its_parts_until_freed() {
     // Its three parts are free again: the same value fits without evicting anything.
     let n = others.len();
     let mut evicted = 0;
-    s.store(b"big2", &[&v], 0, 0, NOW, |_, _, _| evicted += 1).unwrap();
+    s.store(b"big2", &[&v], 0, 0, NOW, |_, _, _| evicted += 1)
+        .unwrap();
     assert!(evicted <= n);
 }
 
@@ -603,8 +621,10 @@ fn a_page_move_takes_chained_items_whole() {
     let largest = s.classes().count() - 1;
     let mut gone = Vec::new();
     // The largest class holds the two full parts: a page of it moves to class 3.
-    s.reassign(largest, 3, NOW, |it, loc, _| gone.push((it.key().to_vec(), loc)))
-        .unwrap();
+    s.reassign(largest, 3, NOW, |it, loc, _| {
+        gone.push((it.key().to_vec(), loc))
+    })
+    .unwrap();
     assert_eq!(gone, vec![(b"big".to_vec(), big)]);
     assert!(s.get(big).is_none());
     assert_eq!((s.stats().curr_items, s.stats().bytes), (0, 0));
@@ -618,7 +638,8 @@ fn expired_chained_items_are_swept_with_their_parts() {
     let (_a, mut s) = store(8 * (64 << 10), 64 << 10);
     let cap = s.max_item_payload();
     let v = pattern(3, 2 * cap + 1);
-    s.store(b"big", &[&v], 0, NOW + 1, NOW, |_, _, _| {}).unwrap();
+    s.store(b"big", &[&v], 0, NOW + 1, NOW, |_, _, _| {})
+        .unwrap();
     let mut seen = 0;
     let freed = s.sweep_expired(NOW + 2, 1 << 20, |it, _, why| {
         assert_eq!((it.key(), why), (&b"big"[..], Reclaim::Expired));
@@ -627,7 +648,9 @@ fn expired_chained_items_are_swept_with_their_parts() {
     assert_eq!((freed, seen), (1, 1));
     assert_eq!((s.stats().curr_items, s.stats().bytes), (0, 0));
     let (loc, _) = s
-        .store(b"next", &[&v], 0, 0, NOW, |_, _, _| panic!("memory was freed"))
+        .store(b"next", &[&v], 0, 0, NOW, |_, _, _| {
+            panic!("memory was freed")
+        })
         .unwrap();
     assert_eq!(value_of(&s, loc).unwrap(), v);
 }
@@ -641,8 +664,10 @@ fn a_chained_item_larger_than_its_class_takes_pages_from_other_classes() {
     let mut i = 0;
     while arena.available() >= 2 << 20 {
         let v = pattern(i, 100 + (i as usize * 37) % 3000);
-        s.store(format!("s{i}").as_bytes(), &[&v], 0, 0, NOW, |_, _, _| panic!("room left"))
-            .unwrap();
+        s.store(format!("s{i}").as_bytes(), &[&v], 0, 0, NOW, |_, _, _| {
+            panic!("room left")
+        })
+        .unwrap();
         i += 1;
     }
     let before = s.stats().curr_items;
