@@ -365,3 +365,69 @@ fn probe_64_concurrent_clients_with_checksummed_values() {
         let _ = c.stream.flush();
     }
 }
+
+#[test]
+fn probe_16_clients_with_checksummed_values_past_the_page() {
+    // Values of 1 KiB to 6 MiB on 40 shared keys: most past the 1 MiB page, so chained,
+    // written and read concurrently with -m 64 (about eight such values fit at once), so
+    // chains are evicted and their chunks reused all the time. No read may ever see another
+    // key's value or a torn one; memory stays within its documented bound.
+    for engine in engines() {
+        let h = Hkv::start(&["--engine", engine, "-t", "2", "-m", "64", "-I", "8m"]);
+        let threads: Vec<_> = (0..16u64)
+            .map(|t| {
+                let addr = h.addr;
+                std::thread::spawn(move || {
+                    let mut c = Client::connect(addr);
+                    let (mut hits, mut misses) = (0, 0);
+                    for i in 0..40u64 {
+                        let key = format!("big{}", (t * 7 + i * 13) % 40);
+                        if i % 2 == 0 {
+                            let len = 1024 + ((t * 31 + i * 977_123) as usize % (6 << 20));
+                            let v = value_for(&key, t << 32 | i, len);
+                            let mut req = format!("set {key} 0 0 {}\r\n", v.len()).into_bytes();
+                            req.extend_from_slice(&v);
+                            req.extend_from_slice(b"\r\n");
+                            c.send(&req);
+                            read_stored(&mut c, 1);
+                        } else {
+                            c.send(format!("get {key}\r\n").as_bytes());
+                            match read_get(&mut c, &key) {
+                                Some(v) => {
+                                    verify(&key, &v);
+                                    hits += 1;
+                                }
+                                None => misses += 1,
+                            }
+                        }
+                    }
+                    (hits, misses)
+                })
+            })
+            .collect();
+        let (mut hits, mut misses) = (0, 0);
+        for t in threads {
+            let (h, m) = t.join().expect("client");
+            hits += h;
+            misses += m;
+        }
+        assert!(hits > 0);
+        let peak = h.peak_rss();
+        eprintln!(
+            "probe {engine}: 16 clients, values to 6 MiB, {hits} verified hits, {misses} \
+             misses, peak RSS {} MiB",
+            peak >> 20
+        );
+        // docs/reliability.md: -m, the fixed overhead, and with -I 8m a few values' worth
+        // more of pass budgets and requests in progress.
+        assert!(
+            peak < (64 << 20) + overhead(engine) + (64 << 20),
+            "{} MiB",
+            peak >> 20
+        );
+        assert_healthy(&h);
+        let mut c = h.connect();
+        let s = c.call("stats hkv\r\n", "END\r\n");
+        assert!(s.contains("STAT worker_panics 0\r\n"), "{s}");
+    }
+}
