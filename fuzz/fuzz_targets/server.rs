@@ -4,7 +4,8 @@
 //! - no worker panicked (`stats hkv` worker_panics stays 0) and the server still answers a
 //!   well-behaved client exactly;
 //! - a GET never returns another key's bytes: every seeded key holds a value with a secret
-//!   marker of its own, and a marker may only ever come back under the key it was given to;
+//!   marker of its own (two of them past the page, so chained, the marker in every part),
+//!   and a marker may only ever come back under the key it was given to;
 //! - memory stays bounded: the arena within its limit, connection buffers within theirs.
 #![no_main]
 
@@ -163,7 +164,13 @@ fuzz_target!(|data: &[u8]| {
     // Seed keys with values carrying their own marker (again each time: inputs overwrite).
     let mut seed = Vec::new();
     for i in 0..SEEDS {
-        let v = format!("{}{}", marker(&f.nonce, i), "x".repeat(i * 37));
+        let mut v = format!("{}{}", marker(&f.nonce, i), "x".repeat(i * 37));
+        if i >= SEEDS - 2 {
+            // Past the 64 KiB page: chained, with the marker in every part, so a part of
+            // another item read back under this key would show.
+            let block = format!("{}{}", marker(&f.nonce, i), "y".repeat(1000));
+            v = block.repeat(70 + (i - (SEEDS - 2)) * 60);
+        }
         seed.extend(format!("set seed{i} 0 0 {}\r\n{v}\r\n", v.len()).bytes());
     }
     let stored = call_lines(f.addr, &seed, SEEDS);
