@@ -299,51 +299,6 @@ impl Partition {
             .unwrap_or_default()
     }
 
-    /// Where vector updates run (`--vector-placement`): builds the device's vector kernels
-    /// and, for `auto`, times them against the CPU.
-    /// `calibrated`: another partition's `auto` timing on the same device, reused.
-    pub(crate) fn set_vector_placement(
-        &mut self,
-        p: placement::VectorPlacement,
-        calibrated: Option<Option<crate::cost::ProcPair>>,
-    ) {
-        use placement::VectorPlacement as P;
-        self.vector_placement = p;
-        if p != P::Cpu && self.vector_device.is_none() {
-            if let Some(d) = self.index.device() {
-                match d.vector_unit() {
-                    Ok(v) => self.vector_device = Some(v),
-                    Err(e) => tracing::warn!(error = %e, "no vector kernels on the device"),
-                }
-            }
-        }
-        self.vector_model = match (p, self.vector_device.as_mut()) {
-            (P::Auto, Some(dev)) => calibrated.unwrap_or_else(|| placement::calibrate(dev)),
-            _ => None,
-        };
-        if p == P::Auto && self.vector_model.is_none() {
-            self.vector_device = None;
-        }
-    }
-
-    /// Where vector updates run, and from which value size on the device (None: never; for
-    /// `auto`, where the model's lines cross now).
-    pub fn vector_placement(&self) -> (placement::VectorPlacement, Option<usize>) {
-        let from = match (self.vector_placement, &self.vector_device) {
-            (_, None) | (placement::VectorPlacement::Cpu, _) => None,
-            (placement::VectorPlacement::Device, Some(_)) => Some(0),
-            (placement::VectorPlacement::Auto, Some(_)) => {
-                self.vector_model.and_then(|m| m.device_from())
-            }
-        };
-        (self.vector_placement, from)
-    }
-
-    /// The start-up timing of `auto` vector placement, for the next partition to reuse.
-    pub(crate) fn vector_calibration(&self) -> Option<crate::cost::ProcPair> {
-        self.vector_model
-    }
-
     /// Puts the device on the CPU's own table where it shares host memory (see
     /// `Index::share`); before anything is stored.
     pub fn share_device_table(&mut self) {

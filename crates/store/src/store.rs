@@ -1,19 +1,21 @@
 //! One partition's slab store.
 
 mod chain;
+mod chunks;
 mod evict;
 mod pages;
 mod report;
 mod scan;
 mod warm;
 pub use chain::ValueParts;
+use chunks::Class;
 pub use pages::ReassignError;
 pub use report::{ClassCounts, ClassOp, ClassReport, CrawlCursor, StoreStats};
 pub use warm::{ClassImage, RestoreError, StoreImage};
 
 use std::sync::Arc;
 
-use hkv_mem::{Arena, ArenaError, Carved};
+use hkv_mem::{Arena, ArenaError};
 
 use crate::class::{chunk_sizes, ClassInfo};
 use crate::item::*;
@@ -62,74 +64,6 @@ pub enum Reclaim {
     Evicted,
     /// Its expiry time had passed.
     Expired,
-}
-
-struct Class {
-    info: ClassInfo,
-    pages: Vec<Carved>,
-    /// Head of the intrusive free list, or NO_LOCATION.
-    free_head: u32,
-    /// Slots below this have been handed out at least once.
-    bump: u32,
-    /// CLOCK hand.
-    hand: u32,
-    items: u64,
-    /// Chunks holding parts of chained items (not items themselves).
-    parts: u64,
-    counts: ClassCounts,
-}
-
-impl Class {
-    fn slots(&self) -> u32 {
-        self.pages.len() as u32 * self.info.per_page
-    }
-
-    #[inline(always)]
-    fn split(&self, slot: u32) -> (usize, usize) {
-        let per = self.info.per_page;
-        ((slot / per) as usize, (slot % per) as usize)
-    }
-
-    #[inline(always)]
-    fn chunk_range(&self, off: usize) -> std::ops::Range<usize> {
-        let start = self.info.bitmap_bytes + off * self.info.chunk;
-        start..start + self.info.chunk
-    }
-
-    #[inline(always)]
-    fn chunk(&self, slot: u32) -> &[u8] {
-        let (p, off) = self.split(slot);
-        &self.pages[p][self.chunk_range(off)]
-    }
-
-    #[inline(always)]
-    fn chunk_mut(&mut self, slot: u32) -> &mut [u8] {
-        let (p, off) = self.split(slot);
-        let r = self.chunk_range(off);
-        &mut self.pages[p][r]
-    }
-
-    #[inline(always)]
-    fn ref_word(&self, slot: u32) -> (usize, usize, u64) {
-        let (p, off) = self.split(slot);
-        let w = off / 64 * 8;
-        (p, w, 1u64 << (off % 64))
-    }
-
-    fn referenced(&self, slot: u32) -> bool {
-        let (p, w, bit) = self.ref_word(slot);
-        u64::from_le_bytes(self.pages[p][w..w + 8].try_into().expect("8 bytes")) & bit != 0
-    }
-
-    fn set_referenced(&mut self, slot: u32, on: bool) {
-        let (p, w, bit) = self.ref_word(slot);
-        let word = &mut self.pages[p][w..w + 8];
-        let v = u64::from_le_bytes((&*word).try_into().expect("8 bytes"));
-        let nv = if on { v | bit } else { v & !bit };
-        if nv != v {
-            word.copy_from_slice(&nv.to_le_bytes());
-        }
-    }
 }
 
 /// One partition's items. See the crate docs for the memory layout.

@@ -3,10 +3,10 @@
 //! another, and an update rewrites the value in place (same length: one write, no new
 //! version, no index work).
 
+use std::time::Instant;
+
 use hkv_index::Location;
 use hkv_types::{After, Request, Response, VectorCall, VectorError};
-
-use std::time::Instant;
 
 use super::placement::VectorPlacement;
 use super::Partition;
@@ -14,6 +14,49 @@ use crate::policy::Proc;
 use crate::vector::{self, Operand};
 
 impl Partition {
+    /// Where vector updates run (`--vector-placement`): builds the device's vector kernels
+    /// and, for `auto`, times them against the CPU.
+    /// `calibrated`: another partition's `auto` timing on the same device, reused.
+    pub(crate) fn set_vector_placement(
+        &mut self,
+        p: VectorPlacement,
+        calibrated: Option<Option<crate::cost::ProcPair>>,
+    ) {
+        use VectorPlacement as P;
+        self.vector_placement = p;
+        if p != P::Cpu && self.vector_device.is_none() {
+            if let Some(d) = self.index.device() {
+                match d.vector_unit() {
+                    Ok(v) => self.vector_device = Some(v),
+                    Err(e) => tracing::warn!(error = %e, "no vector kernels on the device"),
+                }
+            }
+        }
+        self.vector_model = match (p, self.vector_device.as_mut()) {
+            (P::Auto, Some(dev)) => calibrated.unwrap_or_else(|| super::placement::calibrate(dev)),
+            _ => None,
+        };
+        if p == P::Auto && self.vector_model.is_none() {
+            self.vector_device = None;
+        }
+    }
+
+    /// Where vector updates run, and from which value size on the device (None: never; for
+    /// `auto`, where the model's lines cross now).
+    pub fn vector_placement(&self) -> (VectorPlacement, Option<usize>) {
+        let from = match (self.vector_placement, &self.vector_device) {
+            (_, None) | (VectorPlacement::Cpu, _) => None,
+            (VectorPlacement::Device, Some(_)) => Some(0),
+            (VectorPlacement::Auto, Some(_)) => self.vector_model.and_then(|m| m.device_from()),
+        };
+        (self.vector_placement, from)
+    }
+
+    /// The start-up timing of `auto` vector placement, for the next partition to reuse.
+    pub(crate) fn vector_calibration(&self) -> Option<crate::cost::ProcPair> {
+        self.vector_model
+    }
+
     /// Where an update of a `len`-byte value runs: the forced placement, or under `auto`
     /// the cost model's choice at that size.
     fn vector_proc(&mut self, len: usize) -> Proc {
