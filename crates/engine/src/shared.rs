@@ -510,6 +510,7 @@ impl SharedEngine {
                     Some(c) => {
                         c.pages += r.pages;
                         c.items += r.items;
+                        c.parts += r.parts;
                         c.untouched += r.untouched;
                         let (a, b) = (&mut c.counts, r.counts);
                         a.sets += b.sets;

@@ -480,3 +480,26 @@ fn values_larger_than_a_page_are_chained_and_behave_like_any_other() {
     assert_eq!(r, ["Stored", "VALUE small 0"]);
     assert_eq!(e.store_stats().bytes, 3 + 5);
 }
+
+#[test]
+fn regression_overwriting_a_value_near_the_limit_reuses_the_old_versions_chunks() {
+    // Review finding: the version being replaced is retired first and a retired chain pins
+    // its parts, so with no delayed index writes to apply, a second SET of a value larger
+    // than the free memory failed out of memory (and dropped the key) where memcached evicts
+    // the old version.
+    let mut e = Engine::new(&EngineConfig {
+        memory_bytes: 24 << 20,
+        max_value: 14 << 20,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    let v1 = vec![b'1'; 13 << 20];
+    let v2 = vec![b'2'; 13 << 20];
+    for v in [&v1, &v2, &v1] {
+        let mut out = Responses::default();
+        e.execute(&[Request::set(b"k", v), Request::get(b"k")], NOW, &mut out);
+        assert_eq!(out.results[0], Response::Stored);
+        assert_eq!(out.value(&out.results[1]), &v[..]);
+    }
+    assert_eq!(e.store_stats().curr_items, 1);
+}

@@ -585,13 +585,18 @@ impl Settings {
     /// takes pages for its slab classes on its own, so memory split into partitions of under
     /// 16 pages strands most of it in half-used classes (measured: `-m 16 -t 2`, 1-64 KiB
     /// values, 117 items held with 2 partitions and 527 with 1; docs/BENCHMARKS.md).
-    /// A partition also gets room for two of the largest items besides (memcached's own
-    /// rule: `-I` at most half of `-m`): an item lives in one partition, its chained parts
-    /// in that partition's pages, and pages never move between partitions.
+    /// With `-I` past a page, a partition also gets room for two of the largest items
+    /// (memcached's own rule: `-I` at most half of `-m`): an item lives in one partition, its
+    /// chained parts in that partition's pages, and pages never move between partitions.
     pub fn partitions(&self) -> usize {
         let page = self.page_size().max(1);
         let pages = (self.memory_mb << 20) / page;
-        let per_partition = PAGES_PER_PARTITION + 2 * self.max_item_size.div_ceil(page);
+        let chained = if self.max_item_size > page {
+            2 * self.max_item_size.div_ceil(page)
+        } else {
+            0
+        };
+        let per_partition = PAGES_PER_PARTITION + chained;
         (pages / per_partition).clamp(1, self.threads.max(1))
     }
 

@@ -108,3 +108,27 @@ fn a_large_item_limit_leaves_pages_small_so_small_classes_keep_their_items() {
         Some((1 << 20) - 8)
     );
 }
+
+#[test]
+fn regression_stats_slabs_counts_the_parts_of_every_partition() {
+    // Review finding: the per-class sum over partitions left out the parts of all but the
+    // first, so used_chunks and free_chunks were wrong with more than one partition.
+    let h = Hkv::start(&["-m", "256", "-I", "4m", "-t", "2"]);
+    let mut c = h.connect();
+    assert_eq!(c.stat_u64("hkv", "partitions"), Some(2));
+    let len = 3 << 20;
+    for i in 0..20 {
+        assert_eq!(set(&mut c, &format!("v{i}"), &value(i, len)), "STORED\r\n");
+    }
+    let slabs = c.call("stats slabs\r\n", "END\r\n");
+    let used: u64 = slabs
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter(|l| l.contains(":used_chunks "))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    let part = (1 << 20) - 8 - 32;
+    let per_value = len.div_ceil(part) as u64;
+    assert_eq!(c.stat_u64("", "curr_items"), Some(20));
+    assert_eq!(used, 20 + 20 * per_value, "{slabs}");
+}

@@ -393,6 +393,10 @@ impl SlabStore {
             return Err(StoreError::KeyTooLong);
         }
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        // -I bounds what append and prepend build too, as in memcached.
+        if value_len > self.max_value {
+            return Err(StoreError::TooLarge);
+        }
         let Some(c) = self.class_for(key.len(), value_len) else {
             return self.store_chained(
                 key,
@@ -493,10 +497,8 @@ impl SlabStore {
             // (or lost its last) takes one from the class holding the most, instead of
             // answering out of memory while others hold memory.
             if self.automove && self.evict && self.classes[c].pages.is_empty() {
-                if let Some(from) = self.richest_class(c) {
-                    if let Some(page) = self.take_page(from, now, on_reclaim) {
-                        return Some(self.give_page(c, page, true));
-                    }
+                if let Some(page) = self.page_from_others(c, now, on_reclaim) {
+                    return Some(self.give_page(c, page, true));
                 }
             }
         }
@@ -507,10 +509,8 @@ impl SlabStore {
         // item being stored, which may need more chunks of the largest class than it has):
         // a page from the class holding the most, as memcached's automove would move.
         if self.automove && self.evict {
-            if let Some(from) = self.richest_class(c) {
-                if let Some(page) = self.take_page(from, now, on_reclaim) {
-                    return Some(self.give_page(c, page, true));
-                }
+            if let Some(page) = self.page_from_others(c, now, on_reclaim) {
+                return Some(self.give_page(c, page, true));
             }
         }
         None

@@ -423,6 +423,19 @@ impl Partition {
             old = self.still_retired(old);
             stored = self.mm_store_item(key, &value, flags, raw_expiry, now);
         }
+        if matches!(stored, Err(StoreError::OutOfMemory)) {
+            if let Some(o) = old.take() {
+                // The version being replaced holds its chunks while retired (a chained value
+                // near -I, many of them), and they may be the room needed: memcached's
+                // allocation could evict it too. Drop it now and try once more; if that
+                // fails as well it is gone, as memcached drops it.
+                self.unlink_retired(key, h, o);
+                if !self.pending.is_empty() {
+                    self.apply_pending();
+                }
+                stored = self.mm_store_item(key, &value, flags, raw_expiry, now);
+            }
+        }
         let (loc, cas) = match stored {
             Ok(v) => v,
             Err(e) => {

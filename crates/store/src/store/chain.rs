@@ -134,6 +134,22 @@ impl SlabStore {
             })
     }
 
+    /// Whether `part` is where CLOCK weighs its owner: the first part (in the largest
+    /// class) or the tail (in a smaller one). The owner's one reference bit is then tested
+    /// once per turn of each hand, as a flat item's is, instead of at every part (which
+    /// would clear it at one part and evict at the next).
+    pub(super) fn weighs_owner(&self, owner: Location, part: Location) -> bool {
+        let (c, slot) = decode(owner);
+        let item = Item::new(self.classes[c].chunk(slot));
+        let cap = self.part_cap().max(1);
+        let n = item.value_len().div_ceil(cap);
+        let table = item.part_table();
+        let at = |i: usize| (4 * i + 4 <= table.len()).then(|| rd32(table, 4 * i));
+        n > 0
+            && (at(0) == Some(part)
+                || (!item.value_len().is_multiple_of(cap) && at(n - 1) == Some(part)))
+    }
+
     /// Puts a chunk on its class's free list, whatever it held (the caller has uncounted it).
     pub(super) fn push_free(&mut self, loc: Location) {
         let (c, slot) = decode(loc);
@@ -186,24 +202,33 @@ impl SlabStore {
             0 => largest,
             t => self.class_for(0, t).ok_or(StoreError::TooLarge)?,
         };
-        // The header and the tail first: they are the chunks that may need a page moved
-        // from another class, and a page holding chunks of this item (being built, so
-        // pinned) could not move. Every chunk taken is marked as being built at once.
-        let mut taken: Vec<Location> = Vec::with_capacity(n + 1);
-        let mut classes = vec![header];
+        // A value needing more pages than this store has or could get fails at once, before
+        // anything is evicted for it.
+        let owned: usize = self.classes.iter().map(|k| k.pages.len()).sum();
+        if full + 1 > owned + self.arena.available() / self.page_size.max(1) {
+            return Err(self.chain_out_of_memory(largest, &[]));
+        }
+        // Every chunk taken is marked as being built at once, so its page cannot move. The
+        // header and the tail are taken first (the full parts would pin the largest class's
+        // last page, which a class with no page may need); if that fails, once more with the
+        // full parts first (the header may sit on the last page of the only class that can
+        // give a page).
+        let mut order = vec![header];
         if tail > 0 {
-            classes.push(tail_class);
+            order.push(tail_class);
         }
-        classes.extend(std::iter::repeat_n(largest, full));
-        for c in classes {
-            let Some(slot) = self.allocate(c, now, on_reclaim) else {
-                return Err(self.chain_out_of_memory(c, &taken));
-            };
-            let chunk = self.classes[c].chunk_mut(slot);
-            chunk[OFF_STATUS] = CHAIN;
-            wr32(chunk, OFF_OWNER, NO_LOCATION);
-            taken.push(encode(c, slot));
-        }
+        order.extend(std::iter::repeat_n(largest, full));
+        let mut taken = match self.take_chunks(&order, now, on_reclaim) {
+            Ok(t) => t,
+            Err(_) => {
+                order.rotate_left(1 + usize::from(tail > 0));
+                let mut t = self
+                    .take_chunks(&order, now, on_reclaim)
+                    .map_err(|c| self.chain_out_of_memory(c, &[]))?;
+                t.rotate_right(1 + usize::from(tail > 0));
+                t
+            }
+        };
         let (_, hslot) = decode(taken[0]);
         // Value order: the full parts, then the tail.
         let mut parts = taken.split_off(1);
@@ -249,6 +274,30 @@ impl SlabStore {
         self.stats.largest_chunk = self.stats.largest_chunk.max(total);
         self.count_new_item(header, hslot, key.len() + value_len);
         Ok((owner, cas))
+    }
+
+    /// One chunk of each class in `order`, each marked as being built; on failure every
+    /// one taken goes back and the class that had none is returned.
+    fn take_chunks(
+        &mut self,
+        order: &[usize],
+        now: u32,
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> Result<Vec<Location>, usize> {
+        let mut taken = Vec::with_capacity(order.len());
+        for &c in order {
+            let Some(slot) = self.allocate(c, now, on_reclaim) else {
+                for &t in &taken {
+                    self.push_free(t);
+                }
+                return Err(c);
+            };
+            let chunk = self.classes[c].chunk_mut(slot);
+            chunk[OFF_STATUS] = CHAIN;
+            wr32(chunk, OFF_OWNER, NO_LOCATION);
+            taken.push(encode(c, slot));
+        }
+        Ok(taken)
     }
 
     /// Gives back the chunks taken for an item that could not be stored.

@@ -10,9 +10,10 @@ use crate::store::Reclaim;
 impl SlabStore {
     /// CLOCK over the class: clear set reference bits, take the first live chunk without one.
     /// Expired items are taken whatever their bit. Two full turns always find a victim.
-    /// A part of a chained item stands for its owner: the owner's bit is the one tested and
-    /// cleared, and taking the part takes the whole item (the other chunks go to their free
-    /// lists). Parts of items being built or retired are passed over.
+    /// A part of a chained item stands for its owner: at its first part and its tail the
+    /// owner's bit is the one tested and cleared, and taking the part takes the whole item
+    /// (the other chunks go to their free lists); its other parts, and parts of items being
+    /// built or retired, are passed over.
     pub(super) fn clock_evict(
         &mut self,
         c: usize,
@@ -40,7 +41,7 @@ impl SlabStore {
                 IN_USE => encode(c, slot),
                 CHAIN => {
                     let owner = rd32(chunk, OFF_OWNER);
-                    if !self.owner_is_live(owner) {
+                    if !self.owner_is_live(owner) || !self.weighs_owner(owner, encode(c, slot)) {
                         continue;
                     }
                     owner

@@ -37,12 +37,22 @@ impl SlabStore {
         class.bump - 1
     }
 
-    /// The class other than `except` with the most pages (at least one), ties to the
-    /// larger chunk size (fewer items lost per page).
-    pub(super) fn richest_class(&self, except: usize) -> Option<usize> {
-        (0..self.classes.len())
-            .filter(|&i| i != except && !self.classes[i].pages.is_empty())
-            .max_by_key(|&i| (self.classes[i].pages.len(), i))
+    /// A page for class `c` from another class, the one with the most pages first (ties to
+    /// the larger chunk size: fewer items lost per page), passing over classes whose last
+    /// page is pinned (see [`SlabStore::take_page`]); its items are evicted and reported.
+    pub(super) fn page_from_others(
+        &mut self,
+        c: usize,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> Option<Carved> {
+        let mut order: Vec<usize> = (0..self.classes.len())
+            .filter(|&i| i != c && !self.classes[i].pages.is_empty())
+            .collect();
+        order.sort_unstable_by_key(|&i| std::cmp::Reverse((self.classes[i].pages.len(), i)));
+        order
+            .into_iter()
+            .find_map(|from| self.take_page(from, now, on_reclaim))
     }
 
     /// Takes the last page of class `from`: evicts its live items (reported through

@@ -136,14 +136,26 @@ impl SlabStore {
                     continue;
                 }
                 let owner = encode(c, slot);
-                for part in self.parts_of(&item) {
+                let cap = self.part_cap();
+                let (full, tail) = (item.value_len() / cap, item.value_len() % cap);
+                let largest = self.classes.len() - 1;
+                for (i, part) in self.parts_of(&item).into_iter().enumerate() {
                     let (pc, ps) = decode(part);
-                    let ok = self
-                        .classes
-                        .get(pc)
-                        .filter(|k| ps < k.bump)
-                        .map(|k| k.chunk(ps))
-                        .is_some_and(|p| p[OFF_STATUS] == CHAIN && rd32(p, OFF_OWNER) == owner);
+                    // Full parts in the largest class, the tail in one that holds it.
+                    let fits = if i < full {
+                        pc == largest
+                    } else {
+                        self.classes
+                            .get(pc)
+                            .is_some_and(|k| k.info.chunk >= HEADER_BYTES + tail)
+                    };
+                    let ok = fits
+                        && self
+                            .classes
+                            .get(pc)
+                            .filter(|k| ps < k.bump)
+                            .map(|k| k.chunk(ps))
+                            .is_some_and(|p| p[OFF_STATUS] == CHAIN && rd32(p, OFF_OWNER) == owner);
                     if !ok || !owned.insert(part) {
                         return Err(RestoreError::Chunk {
                             class: c,
