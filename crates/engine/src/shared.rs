@@ -44,6 +44,8 @@ pub struct SharedEngine {
     watch: Arc<crate::watch::Watch>,
     /// memcached's LRU crawler settings (`lru_crawler ...`), served by the expiry sweep.
     crawler: Crawler,
+    /// Chunk size of each slab class (the same in every partition), for `item_class`.
+    chunks: Vec<usize>,
 }
 
 /// Per-caller scratch, so batches allocate nothing once warm.
@@ -100,7 +102,14 @@ impl SharedEngine {
             layout,
             watch,
             crawler: Crawler::default(),
+            chunks: hkv_store::chunk_sizes(config.growth_factor, config.page_size),
         })
+    }
+
+    /// memcached's 1-based class id of an item with this key and value (the class of a
+    /// chained item's header), as `me` and `watch` print it; 0 if none holds it.
+    pub fn item_class(&self, key_len: usize, value_len: usize) -> usize {
+        hkv_store::item_class(&self.chunks, key_len, value_len).map_or(0, |c| c + 1)
     }
 
     /// The `watch` log hub.

@@ -92,14 +92,9 @@ pub(crate) fn wr_compose(
         Step::Crawler(ref op) => line(out, control::crawler(shared, op, now)),
         Step::MetaDump(ref classes) => crate::stats::metadump(classes.as_deref(), shared, now, out),
         Step::Meta(ref m) => {
-            // `me` reports the slab class an item of its size lives in.
-            let class_of = |size: usize| {
-                let classes = shared.engine.class_stats();
-                classes
-                    .iter()
-                    .position(|c| c.info.chunk >= size)
-                    .map_or(0, |i| i + 1)
-            };
+            // `me` reports the slab class the item lives in (a chained one's header's).
+            let class_of =
+                |key_len: usize, value_len: usize| shared.engine.item_class(key_len, value_len);
             shared.stats.cmd_meta.fetch_add(1, Ordering::Relaxed);
             hkv_proto::meta::compose(
                 m,

@@ -120,7 +120,7 @@ pub(crate) fn serve_text(model: &mut Model, input: &[u8]) -> Vec<u8> {
     for step in &steps {
         let done = match step {
             Step::Meta(m) => {
-                crate::meta::compose(m, input, &res, 1_000, 48, |_| 1, &mut out);
+                crate::meta::compose(m, input, &res, 1_000, 48, |_, _| 1, &mut out);
                 true
             }
             _ => crate::text::compose(step, input, &res, &mut out),

@@ -39,6 +39,14 @@ fn values_up_to_the_item_limit_are_stored_beside_small_ones_in_little_memory() {
         let big = value(1, 12 << 20);
         assert_eq!(set(&mut c, "big", &big), "STORED\r\n");
         assert_eq!(get(&mut c, "big").as_deref(), Some(&big[..]), "{engine}");
+        // `me` names the class of the item's header (13 parts: a 52-byte table), as
+        // memcached names its chunked items' header class.
+        let me = c.call(
+            "me big
+", "
+",
+        );
+        assert!(me.contains(" cls=4 size="), "{me}");
         for i in 0..1500 {
             let v = value(i, 100 + (i * 37) % 3000);
             assert_eq!(set(&mut c, &format!("s{i}"), &v), "STORED\r\n");

@@ -21,6 +21,20 @@ pub fn chunk_sizes(factor: f64, page_size: usize) -> Vec<usize> {
     sizes
 }
 
+/// The class (0-based index into `chunks`) an item of this key and value lives in: the one
+/// that holds it whole, or for a value past the largest chunk (chained: store/chain.rs) the
+/// one that holds its header, the key and the table of its parts. None if neither fits.
+pub fn item_class(chunks: &[usize], key_len: usize, value_len: usize) -> Option<usize> {
+    let fits = |size: usize| chunks.iter().position(|&c| c >= size);
+    fits(HEADER_BYTES + key_len + value_len).or_else(|| {
+        let cap = chunks
+            .last()?
+            .checked_sub(HEADER_BYTES)
+            .filter(|&c| c > 0)?;
+        fits(HEADER_BYTES + key_len + 4 * value_len.div_ceil(cap))
+    })
+}
+
 /// The geometry of one class inside a page: `[reference bitmap][chunk][chunk]...`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClassInfo {
@@ -67,6 +81,16 @@ mod tests {
         assert!(s.len() < MAX_CLASSES);
         // A tiny factor still terminates below the class limit.
         assert!(chunk_sizes(1.01, 1 << 20).len() <= MAX_CLASSES);
+    }
+
+    #[test]
+    fn a_chained_item_lives_in_its_headers_class() {
+        let s = chunk_sizes(1.25, 1 << 20);
+        assert_eq!(item_class(&s, 3, 5), Some(0));
+        assert_eq!(item_class(&s, 3, 2000).map(|c| s[c] >= 2035), Some(true));
+        // 3 MiB: four parts, a 16-byte table after a 3-byte key: the 56-byte class.
+        assert_eq!(item_class(&s, 3, 3 << 20), Some(1));
+        assert_eq!(item_class(&[], 3, 5), None);
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod item;
 mod location;
 mod store;
 
-pub use class::{chunk_sizes, ClassInfo};
+pub use class::{chunk_sizes, item_class, ClassInfo};
 pub use expiry::{expiry_from_exptime, Expiry, REALTIME_MAXDELTA};
 pub use item::{Item, BINARY_KEY, FETCHED, HEADER_BYTES, MAX_KEY_LEN, STALE, WIN_SENT};
 pub use location::{Location, LOCATION_CLASS_BITS, MAX_CLASSES, NO_LOCATION};

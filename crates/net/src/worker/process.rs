@@ -228,14 +228,8 @@ impl Worker {
                     u.as_raw_fd()
                 }),
             };
-            let classes = self.shared.engine.class_stats();
-            let class = |size: usize| {
-                let size = size + hkv_engine::ITEM_HEADER_BYTES;
-                classes
-                    .iter()
-                    .position(|c| c.info.chunk >= size)
-                    .map_or(0, |i| i + 1)
-            };
+            let engine = &self.shared.engine;
+            let class = |key_len: usize, value_len: usize| engine.item_class(key_len, value_len);
             super::watch::batch_events(watch, &batch, &self.responses, now, cfd, class);
         }
         drop(batch);

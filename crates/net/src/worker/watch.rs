@@ -87,7 +87,7 @@ pub(super) fn batch_events(
     res: &Responses,
     now: u32,
     cfd: impl Fn(u32) -> i32,
-    class: impl Fn(usize) -> usize,
+    class: impl Fn(usize, usize) -> usize,
 ) {
     let fetchers = watch.wants(stream::FETCHERS);
     let mutations = watch.wants(stream::MUTATIONS);
@@ -111,7 +111,7 @@ pub(super) fn batch_events(
                         _ => res.after.get(i).map_or(0, |a| a.len as usize),
                     };
                     let (status, clsid) = if found {
-                        ("found", class(r.key.len() + len))
+                        ("found", class(r.key.len(), len))
                     } else {
                         ("not_found", 0)
                     };
@@ -148,7 +148,7 @@ pub(super) fn batch_events(
                         l,
                         " status={status} cmd={} ttl={ttl} clsid={} cfd={fd} size={size}",
                         store_cmd(r.op),
-                        class(r.key.len() + size),
+                        class(r.key.len(), size),
                     );
                 });
             }

@@ -93,14 +93,14 @@ fn ret_flags(out: &mut Vec<u8>, e: &Echo, rbuf: &[u8], found: Option<&Found>, no
 }
 
 /// The reply of one meta step. `me` reports an item's size as the store holds it: its
-/// `item_header` bytes, key and value, in the slab class `class_of` that size.
+/// `item_header` bytes, key and value, in the slab class `class_of(key_len, value_len)`.
 pub fn compose(
     m: &MetaStep,
     rbuf: &[u8],
     res: &Responses,
     now: u32,
     item_header: usize,
-    class_of: impl Fn(usize) -> usize,
+    class_of: impl Fn(usize, usize) -> usize,
     out: &mut Vec<u8>,
 ) {
     match m {
@@ -143,7 +143,7 @@ pub fn compose(
                     } else {
                         "no"
                     },
-                    class_of(size),
+                    class_of(key.len(), len as usize),
                 );
             }
             _ => line(out, "EN"),
