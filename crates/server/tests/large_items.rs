@@ -31,6 +31,16 @@ fn get(c: &mut Client, key: &str) -> Option<Vec<u8>> {
     Some(body.as_bytes()[..len].to_vec())
 }
 
+/// `used_chunks` summed over every class of a `stats slabs` reply.
+fn used_chunks(slabs: &str) -> u64 {
+    slabs
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter(|l| l.contains(":used_chunks "))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
 #[test]
 fn values_up_to_the_item_limit_are_stored_beside_small_ones_in_little_memory() {
     for engine in engines() {
@@ -72,12 +82,7 @@ fn values_up_to_the_item_limit_are_stored_beside_small_ones_in_little_memory() {
         assert_eq!(c.stat_u64("settings", "item_size_max"), Some(16 << 20));
         // Parts are chunks in use for `stats slabs`, though not items.
         let slabs = c.call("stats slabs\r\n", "END\r\n");
-        let used: u64 = slabs
-            .lines()
-            .filter_map(|l| l.strip_prefix("STAT "))
-            .filter(|l| l.contains(":used_chunks "))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum();
+        let used = used_chunks(&slabs);
         let items = c.stat_u64("", "curr_items").unwrap();
         assert!(used >= items + 16, "{used} chunks in use for {items} items");
         // Appending to a chained value; past -I, refused in memcached's words.
@@ -129,12 +134,7 @@ fn regression_stats_slabs_counts_the_parts_of_every_partition() {
         assert_eq!(set(&mut c, &format!("v{i}"), &value(i, len)), "STORED\r\n");
     }
     let slabs = c.call("stats slabs\r\n", "END\r\n");
-    let used: u64 = slabs
-        .lines()
-        .filter_map(|l| l.strip_prefix("STAT "))
-        .filter(|l| l.contains(":used_chunks "))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
+    let used = used_chunks(&slabs);
     let part = (1 << 20) - 8 - 32;
     let per_value = len.div_ceil(part) as u64;
     assert_eq!(c.stat_u64("", "curr_items"), Some(20));

@@ -90,6 +90,61 @@ fn read_stored(c: &mut Client, n: usize) -> Vec<bool> {
         .collect()
 }
 
+/// Runs `clients` threads against `h`, each calling `op(thread, i, conn)` `ops` times
+/// (`Some(true)` a verified hit, `Some(false)` a miss, `None` a write); returns the total hits
+/// and misses.
+fn run_clients(
+    h: &Hkv,
+    clients: u64,
+    ops: u64,
+    op: fn(u64, u64, &mut Client) -> Option<bool>,
+) -> (u64, u64) {
+    let threads: Vec<_> = (0..clients)
+        .map(|t| {
+            let addr = h.addr;
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                let (mut hits, mut misses) = (0, 0);
+                for i in 0..ops {
+                    match op(t, i, &mut c) {
+                        Some(true) => hits += 1,
+                        Some(false) => misses += 1,
+                        None => {}
+                    }
+                }
+                (hits, misses)
+            })
+        })
+        .collect();
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("client"))
+        .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+}
+
+/// One round trip: with `write`, a SET of it (`None`); without, a GET whose value is verified
+/// (`Some(hit)`).
+fn set_or_get(c: &mut Client, key: &str, write: Option<Vec<u8>>) -> Option<bool> {
+    match write {
+        Some(v) => {
+            let mut req = format!("set {key} 0 0 {}\r\n", v.len()).into_bytes();
+            req.extend_from_slice(&v);
+            req.extend_from_slice(b"\r\n");
+            c.send(&req);
+            read_stored(c, 1);
+            None
+        }
+        None => {
+            c.send(format!("get {key}\r\n").as_bytes());
+            let v = read_get(c, key);
+            if let Some(v) = &v {
+                verify(key, v);
+            }
+            Some(v.is_some())
+        }
+    }
+}
+
 #[test]
 fn probe_writes_of_ten_times_the_memory_limit() {
     for engine in engines() {
@@ -321,41 +376,12 @@ fn probe_random_garbage_on_40_connections() {
 fn probe_64_concurrent_clients_with_checksummed_values() {
     for engine in engines() {
         let h = Hkv::start(&["--engine", engine, "-t", "2", "-m", "64"]);
-        let threads: Vec<_> = (0..64u64)
-            .map(|t| {
-                let addr = h.addr;
-                std::thread::spawn(move || {
-                    let mut c = Client::connect(addr);
-                    let (mut hits, mut misses) = (0, 0);
-                    for i in 0..150u64 {
-                        let key = format!("shared{}", (t * 7 + i * 13) % 300);
-                        if i % 3 == 0 {
-                            let v = value_for(&key, t << 32 | i, 50 + (i as usize * 97) % 3000);
-                            c.send(format!("set {key} 0 0 {}\r\n", v.len()).as_bytes());
-                            c.send(&v);
-                            c.send(b"\r\n");
-                            read_stored(&mut c, 1);
-                        } else {
-                            c.send(format!("get {key}\r\n").as_bytes());
-                            match read_get(&mut c, &key) {
-                                Some(v) => {
-                                    verify(&key, &v);
-                                    hits += 1;
-                                }
-                                None => misses += 1,
-                            }
-                        }
-                    }
-                    (hits, misses)
-                })
-            })
-            .collect();
-        let (mut hits, mut misses) = (0, 0);
-        for t in threads {
-            let (h, m) = t.join().expect("client");
-            hits += h;
-            misses += m;
-        }
+        let (hits, misses) = run_clients(&h, 64, 150, |t, i, c| {
+            let key = format!("shared{}", (t * 7 + i * 13) % 300);
+            let write =
+                (i % 3 == 0).then(|| value_for(&key, t << 32 | i, 50 + (i as usize * 97) % 3000));
+            set_or_get(c, &key, write)
+        });
         assert!(hits > 0);
         eprintln!("probe {engine}: 64 clients, {hits} verified hits, {misses} misses");
         assert_healthy(&h);
@@ -374,43 +400,12 @@ fn probe_16_clients_with_checksummed_values_past_the_page() {
     // key's value or a torn one; memory stays within its documented bound.
     for engine in engines() {
         let h = Hkv::start(&["--engine", engine, "-t", "2", "-m", "64", "-I", "8m"]);
-        let threads: Vec<_> = (0..16u64)
-            .map(|t| {
-                let addr = h.addr;
-                std::thread::spawn(move || {
-                    let mut c = Client::connect(addr);
-                    let (mut hits, mut misses) = (0, 0);
-                    for i in 0..40u64 {
-                        let key = format!("big{}", (t * 7 + i * 13) % 40);
-                        if i % 2 == 0 {
-                            let len = 1024 + ((t * 31 + i * 977_123) as usize % (6 << 20));
-                            let v = value_for(&key, t << 32 | i, len);
-                            let mut req = format!("set {key} 0 0 {}\r\n", v.len()).into_bytes();
-                            req.extend_from_slice(&v);
-                            req.extend_from_slice(b"\r\n");
-                            c.send(&req);
-                            read_stored(&mut c, 1);
-                        } else {
-                            c.send(format!("get {key}\r\n").as_bytes());
-                            match read_get(&mut c, &key) {
-                                Some(v) => {
-                                    verify(&key, &v);
-                                    hits += 1;
-                                }
-                                None => misses += 1,
-                            }
-                        }
-                    }
-                    (hits, misses)
-                })
-            })
-            .collect();
-        let (mut hits, mut misses) = (0, 0);
-        for t in threads {
-            let (h, m) = t.join().expect("client");
-            hits += h;
-            misses += m;
-        }
+        let (hits, misses) = run_clients(&h, 16, 40, |t, i, c| {
+            let key = format!("big{}", (t * 7 + i * 13) % 40);
+            let len = 1024 + ((t * 31 + i * 977_123) as usize % (6 << 20));
+            let write = (i % 2 == 0).then(|| value_for(&key, t << 32 | i, len));
+            set_or_get(c, &key, write)
+        });
         assert!(hits > 0);
         let peak = h.peak_rss();
         eprintln!(
