@@ -16,6 +16,7 @@ mod growth;
 mod meta;
 pub(crate) mod placement;
 mod read;
+mod stage;
 mod sweep;
 mod vector;
 mod write;
@@ -477,6 +478,11 @@ impl Partition {
             self.writes_seen += 1;
             self.sample_write = self.writes_seen & (WRITE_SAMPLE - 1) == 0;
             results[iu] = self.write(req, &h, now, data);
+            if let Some(st) = &req.staged {
+                // A command that did not store its staged value (ADD of a present key, a
+                // CAS mismatch, ...) gives the memory back; a stored one is an item now.
+                self.store.release_stage(&stage_of(st));
+            }
             self.sample_write = false;
             self.pre = None;
             self.timing.writes += 1;
@@ -517,6 +523,18 @@ pub(crate) enum Parts<'a> {
     One(&'a [u8]),
     Buf,
     Two(u8, &'a [u8]),
+    /// Already in item memory (see [`hkv_types::Staged`]).
+    Staged(hkv_store::Stage),
+}
+
+/// The store's handle for a value staged in this partition.
+pub(crate) fn stage_of(s: &hkv_types::Staged) -> hkv_store::Stage {
+    hkv_store::Stage {
+        loc: s.loc,
+        token: s.token,
+        key_len: s.key_len as usize,
+        value_len: s.value_len as usize,
+    }
 }
 
 /// The store took back the live item `l` of key `k` (CLOCK or expiry): drop it from the index,

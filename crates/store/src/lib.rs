@@ -22,5 +22,5 @@ pub use item::{Item, BINARY_KEY, FETCHED, HEADER_BYTES, MAX_KEY_LEN, STALE, WIN_
 pub use location::{Location, LOCATION_CLASS_BITS, MAX_CLASSES, NO_LOCATION};
 pub use store::{
     ClassCounts, ClassImage, ClassOp, ClassReport, CrawlCursor, ReassignError, Reclaim,
-    RestoreError, SlabStore, StoreConfig, StoreError, StoreImage, StoreStats, ValueParts,
+    RestoreError, SlabStore, Stage, StoreConfig, StoreError, StoreImage, StoreStats, ValueParts,
 };

@@ -6,11 +6,13 @@ mod evict;
 mod pages;
 mod report;
 mod scan;
+mod stage;
 mod warm;
 pub use chain::ValueParts;
 use chunks::Class;
 pub use pages::ReassignError;
 pub use report::{ClassCounts, ClassOp, ClassReport, CrawlCursor, StoreStats};
+pub use stage::Stage;
 pub use warm::{ClassImage, RestoreError, StoreImage};
 
 use std::sync::Arc;
@@ -87,6 +89,8 @@ pub struct SlabStore {
     item_cap: Option<u64>,
     /// See [`StoreConfig::max_value`].
     max_value: usize,
+    /// The last stage token handed out (store/stage.rs).
+    next_stage: u64,
 }
 
 impl std::fmt::Debug for SlabStore {
@@ -125,6 +129,7 @@ impl SlabStore {
             evict: true,
             item_cap: None,
             max_value: config.max_value,
+            next_stage: 0,
         }
     }
 
@@ -534,21 +539,35 @@ impl SlabStore {
         self.evict
     }
 
-    /// Frees every item (`flush_all`). Pages stay with their classes.
+    /// Frees every item (`flush_all`). Pages stay with their classes; values still being
+    /// received (store/stage.rs) stay where they are, for the commands that will store them.
     pub fn clear(&mut self) {
         for class in &mut self.classes {
-            for slot in 0..class.bump {
-                class.chunk_mut(slot)[OFF_STATUS] = FREE;
+            let mut staged = 0u64;
+            let mut free_head = NO_LOCATION;
+            for slot in (0..class.bump).rev() {
+                let chunk = class.chunk_mut(slot);
+                if chunk[OFF_STATUS] == CHAIN && rd32(chunk, OFF_OWNER) == NO_LOCATION {
+                    staged += 1;
+                    continue;
+                }
+                chunk[OFF_STATUS] = FREE;
+                wr32(chunk, OFF_NEXT_FREE, free_head);
+                free_head = slot;
             }
             let bitmap = class.info.bitmap_bytes;
             for page in &mut class.pages {
                 page[..bitmap].fill(0);
             }
-            class.free_head = NO_LOCATION;
-            class.bump = 0;
+            if staged == 0 {
+                // Nothing to step around: every chunk counts as never handed out again.
+                free_head = NO_LOCATION;
+                class.bump = 0;
+            }
+            class.free_head = free_head;
             class.hand = 0;
             class.items = 0;
-            class.parts = 0;
+            class.parts = staged;
             class.counts.bytes = 0;
         }
         self.stats.curr_items = 0;

@@ -110,6 +110,21 @@ pub struct Request<'a> {
     /// For [`Op::Vector`]: the element type and operation (the operand vector of `vupdatev`
     /// is [`Request::value`]).
     pub vector: Option<Vector>,
+    /// SET, ADD, REPLACE and CAS: the value was received into item memory already
+    /// ([`Staged`]); [`Request::value`] is then empty.
+    pub staged: Option<Staged>,
+}
+
+/// A value received straight into item memory, before its command runs: the partition
+/// that holds it and its stage there (the engine's `stage_value`). The command stores it in
+/// place of [`Request::value`]; a command that does not store it gives its memory back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Staged {
+    pub partition: u32,
+    pub loc: u32,
+    pub token: u64,
+    pub key_len: u32,
+    pub value_len: u64,
 }
 
 impl<'a> Request<'a> {
@@ -127,6 +142,7 @@ impl<'a> Request<'a> {
             group: 0,
             meta: Meta::default(),
             vector: None,
+            staged: None,
         }
     }
 

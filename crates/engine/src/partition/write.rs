@@ -350,15 +350,11 @@ impl Partition {
         now: u32,
         cur: Option<Location>,
     ) -> Response {
-        self.store_new(
-            req.key,
-            h,
-            Parts::One(req.value),
-            req.flags,
-            req.exptime,
-            now,
-            cur,
-        )
+        let value = match &req.staged {
+            Some(st) => Parts::Staged(stage_of(st)),
+            None => Parts::One(req.value),
+        };
+        self.store_new(req.key, h, value, req.flags, req.exptime, now, cur)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -408,8 +404,10 @@ impl Partition {
                 Parts::One(v) => v.len(),
                 Parts::Buf => self.value_buf.len(),
                 Parts::Two(_, v) => v.len() + self.value_buf.len(),
+                Parts::Staged(_) => 0,
             };
-            if !self.store.has_room(key.len(), len) {
+            let staged = matches!(value, Parts::Staged(_));
+            if !staged && !self.store.has_room(key.len(), len) {
                 // Free the retired versions the table holds back before CLOCK would take a
                 // live item for want of their chunks.
                 self.apply_pending();
@@ -500,6 +498,8 @@ impl Partition {
             Parts::Buf => (buf, &[]),
             Parts::Two(0, v) => (buf, v),
             Parts::Two(_, v) => (v, buf),
+            // Its memory was taken when it arrived: linking it allocates nothing.
+            Parts::Staged(st) => return store.commit_stage(&st, key, flags, raw_expiry, now),
         };
         let stored = store.store(key, &[a, b], flags, raw_expiry, now, |item, l, why| {
             if why == Reclaim::Evicted {

@@ -188,15 +188,54 @@ impl SlabStore {
         now: u32,
         on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Result<(Location, u64), StoreError> {
+        let (owner, parts) = self.take_chained(key.len(), value_len, now, on_reclaim)?;
+        let cap = self.part_cap();
+        let mut src = value_parts.iter().copied();
+        let mut cur: &[u8] = &[];
+        for (i, &loc) in parts.iter().enumerate() {
+            let (c, slot) = decode(loc);
+            let want = cap.min(value_len - i * cap);
+            let chunk = self.classes[c].chunk_mut(slot);
+            let mut dst = &mut chunk[HEADER_BYTES..HEADER_BYTES + want];
+            while !dst.is_empty() {
+                if cur.is_empty() {
+                    match src.next() {
+                        Some(next) => cur = next,
+                        None => break,
+                    }
+                    continue;
+                }
+                let k = cur.len().min(dst.len());
+                dst[..k].copy_from_slice(&cur[..k]);
+                dst = &mut dst[k..];
+                cur = &cur[k..];
+            }
+        }
+        for &p in &parts {
+            self.classes[decode(p).0].parts += 1;
+        }
+        let cas = self.take_cas();
+        self.link_chained(owner, &parts, key, value_len, flags, raw_expiry, cas, now);
+        Ok((owner, cas))
+    }
+
+    /// The chunks of a chained value: its header's location and its parts in value order
+    /// (full parts, then the tail), each marked as being built (status `CHAIN`, no owner),
+    /// so nothing reuses or moves them until the item is linked or they are given back.
+    pub(super) fn take_chained(
+        &mut self,
+        key_len: usize,
+        value_len: usize,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> Result<(Location, Vec<Location>), StoreError> {
         if value_len > self.max_value || value_len > u32::MAX as usize {
             return Err(StoreError::TooLarge);
         }
         let cap = self.part_cap();
         let (full, tail) = (value_len / cap, value_len % cap);
         let n = full + usize::from(tail > 0);
-        let header = self
-            .class_for(key.len(), 4 * n)
-            .ok_or(StoreError::TooLarge)?;
+        let header = self.class_for(key_len, 4 * n).ok_or(StoreError::TooLarge)?;
         let largest = self.classes.len() - 1;
         let tail_class = match tail {
             0 => largest,
@@ -229,51 +268,44 @@ impl SlabStore {
                 t
             }
         };
-        let (_, hslot) = decode(taken[0]);
         // Value order: the full parts, then the tail.
         let mut parts = taken.split_off(1);
         if tail > 0 {
             parts.rotate_left(1);
         }
-        let owner = encode(header, hslot);
-        let mut src = value_parts.iter().copied();
-        let mut cur: &[u8] = &[];
-        for (i, &loc) in parts.iter().enumerate() {
-            let (c, slot) = decode(loc);
-            let want = if i < full { cap } else { tail };
-            let chunk = self.classes[c].chunk_mut(slot);
-            wr32(chunk, OFF_OWNER, owner);
-            let mut dst = &mut chunk[HEADER_BYTES..HEADER_BYTES + want];
-            while !dst.is_empty() {
-                if cur.is_empty() {
-                    match src.next() {
-                        Some(next) => cur = next,
-                        None => break,
-                    }
-                    continue;
-                }
-                let k = cur.len().min(dst.len());
-                dst[..k].copy_from_slice(&cur[..k]);
-                dst = &mut dst[k..];
-                cur = &cur[k..];
-            }
+        Ok((taken[0], parts))
+    }
+
+    /// Makes the chunks from [`SlabStore::take_chained`], their value written, a live item:
+    /// the parts name their owner, the header gets the key and the table of parts.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn link_chained(
+        &mut self,
+        owner: Location,
+        parts: &[Location],
+        key: &[u8],
+        value_len: usize,
+        flags: u32,
+        raw_expiry: u32,
+        cas: u64,
+        now: u32,
+    ) {
+        for &p in parts {
+            let (c, slot) = decode(p);
+            wr32(self.classes[c].chunk_mut(slot), OFF_OWNER, owner);
         }
-        let cas = self.take_cas();
+        let (header, hslot) = decode(owner);
         let chunk = self.classes[header].chunk_mut(hslot);
         super::write_header(chunk, key, value_len, flags, raw_expiry, cas, now);
         chunk[OFF_LAYOUT] = LAYOUT_CHAINED;
         let mut at = HEADER_BYTES + key.len();
-        for loc in &parts {
+        for loc in parts {
             wr32(chunk, at, *loc);
             at += 4;
-        }
-        for &p in &parts {
-            self.classes[decode(p).0].parts += 1;
         }
         let total = (HEADER_BYTES + key.len() + value_len) as u64;
         self.stats.largest_chunk = self.stats.largest_chunk.max(total);
         self.count_new_item(header, hslot, key.len() + value_len);
-        Ok((owner, cas))
     }
 
     /// One chunk of each class in `order`, each marked as being built; on failure every

@@ -1,0 +1,60 @@
+//! Values received straight into item memory (store/stage.rs): MM for a large value when its
+//! command line arrives, its bytes written as they come, the item linked by its command.
+
+use super::*;
+
+impl Partition {
+    /// MM for a value of `value_len` bytes for `key`, before its command runs: takes its
+    /// chunks (evicting as a store would; the items taken leave the index now). None if
+    /// memory cannot be had; the command is then buffered and fails or succeeds as usual.
+    pub fn stage_value(
+        &mut self,
+        key: &[u8],
+        value_len: usize,
+        now: u32,
+    ) -> Option<hkv_store::Stage> {
+        let mut staged = self.mm_stage(key, value_len, now);
+        if staged.is_err() && !self.pending.is_empty() {
+            // Retired versions hold chunks back until the index lets go of them.
+            self.apply_pending();
+            staged = self.mm_stage(key, value_len, now);
+        }
+        staged.ok()
+    }
+
+    fn mm_stage(
+        &mut self,
+        key: &[u8],
+        value_len: usize,
+        now: u32,
+    ) -> Result<hkv_store::Stage, StoreError> {
+        let Partition {
+            index,
+            store,
+            pending,
+            evicted,
+            watch,
+            ..
+        } = self;
+        let staged = store.stage(key, value_len, now, |item, l, why| {
+            if why == Reclaim::Evicted {
+                super::note_eviction(evicted, watch, item, l, Some(now));
+            }
+            forget_reclaimed(index, pending, item.key(), l);
+        });
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
+        staged
+    }
+
+    /// Writes bytes of a staged value; false if the stage is gone or they do not fit.
+    pub fn fill_stage(&mut self, st: &hkv_types::Staged, offset: usize, bytes: &[u8]) -> bool {
+        self.store.fill_stage(&stage_of(st), offset, bytes)
+    }
+
+    /// Gives back a stage its command will not store (true if it was still live).
+    pub fn release_stage(&mut self, st: &hkv_types::Staged) -> bool {
+        self.store.release_stage(&stage_of(st))
+    }
+}
