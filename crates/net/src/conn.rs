@@ -51,6 +51,10 @@ pub(crate) struct Conn {
     pub fd: i32,
     /// Why it is being closed, when not the peer's doing or an error (`idle_timeout`).
     pub close_reason: Option<&'static str>,
+    /// The data block being received into item memory (crate::stage).
+    pub body: Option<crate::stage::BodyStream>,
+    /// The command at `rstart` could not be staged: its data block is buffered.
+    pub stage_refused: bool,
 }
 
 /// A connection's state on the io_uring loop.
@@ -90,6 +94,8 @@ impl Conn {
             peer: String::new(),
             fd: -1,
             close_reason: None,
+            body: None,
+            stage_refused: false,
             last_active: std::time::Instant::now(),
             scanned: 0,
             accounted: 0,

@@ -17,6 +17,8 @@ mod respond;
 mod ring;
 mod sasl;
 mod shared;
+mod stage;
+pub use stage::STAGE_MIN;
 mod stats;
 mod stream;
 mod tls;

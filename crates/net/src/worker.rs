@@ -23,6 +23,7 @@ mod express;
 mod io;
 mod process;
 mod spin;
+mod stage;
 mod uring;
 mod watch;
 
@@ -90,6 +91,7 @@ impl Drop for Worker {
         }
         let bytes: usize = self.conns.iter().map(|(_, c)| c.accounted).sum();
         for (_, c) in self.conns.iter_mut() {
+            crate::stage::release_body(c, &self.shared.engine);
             if let Some((key, _)) = c.registered.take() {
                 self.shared.conns.remove(key);
             }
@@ -414,6 +416,7 @@ impl Worker {
     fn close(&mut self, token: usize) {
         if self.conns.contains(token) {
             let mut c = self.conns.remove(token);
+            crate::stage::release_body(&mut c, &self.shared.engine);
             if let Some((key, _)) = c.registered.take() {
                 self.shared.conns.remove(key);
             }

@@ -134,6 +134,8 @@ fn main() -> anyhow::Result<()> {
             limits: Limits {
                 max_item_size: settings.max_item_size,
                 max_get_line: settings.max_item_size.max(1 << 20),
+                stage_min: hkv_net::STAGE_MIN,
+                body_staged: false,
             },
             enable_shutdown: settings.enable_shutdown,
             verbose: settings.verbose,

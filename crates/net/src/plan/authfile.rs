@@ -46,7 +46,8 @@ pub(crate) fn plan_unauthenticated(
         return true;
     };
     match text::parse_after(&buf[end.pos..], limits, newline_free) {
-        Parsed::Incomplete => true,
+        // Staging waits for authentication: the body is buffered.
+        Parsed::Incomplete | Parsed::Body { .. } => true,
         Parsed::Error {
             len,
             swallow,

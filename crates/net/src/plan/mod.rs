@@ -16,7 +16,7 @@ mod authfile;
 mod text;
 
 use bumpalo::Bump;
-use hkv_engine::{Op, Request};
+use hkv_engine::{Op, Request, Staged};
 use hkv_proto::binary::BinParsed;
 use hkv_proto::text::Limits;
 
@@ -110,6 +110,9 @@ pub(crate) struct InputEnd {
     pub cont: Option<GetCont>,
     /// Bytes from `pos` known to hold no newline (an incomplete text line).
     pub scanned: usize,
+    /// At `pos`: a storage command whose line is this long and whose data block of this
+    /// many bytes has not all arrived (crate::stage).
+    pub body: Option<(usize, usize)>,
 }
 
 /// Where one command's planning began, to take it back whole (it waits for a later pass, or
@@ -175,7 +178,8 @@ impl Client {
 /// `start`, appending engine requests to `batch`, reply steps to `steps`, and the origin of
 /// every deferrable read to `marks`. `group` tags this client's requests for the engine's
 /// per-client value budget. With `only`, planning stops before the first request whose
-/// engine requests are not all accepted by it (the hot path takes a prefix of reads).
+/// engine requests are not all accepted by it (the hot path takes a prefix of reads). With
+/// `staged`, the first request's data block is in item memory, not in `buf` (crate::stage).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pp_plan_input<'a>(
     buf: &'a [u8],
@@ -193,8 +197,10 @@ pub(crate) fn pp_plan_input<'a>(
     steps: &mut Vec<Step>,
     marks: &mut Vec<ReadMark>,
     only: Option<&dyn Fn(&Request<'_>) -> bool>,
+    mut staged: Option<Staged>,
 ) -> InputEnd {
-    let limits = *limits;
+    let mut limits = *limits;
+    limits.body_staged = staged.is_some();
     let mut end = InputEnd {
         pos: start,
         swallow: swallow_in,
@@ -203,6 +209,7 @@ pub(crate) fn pp_plan_input<'a>(
         binary: binary_in,
         cont: cont_in,
         scanned: 0,
+        body: None,
     };
     let mut client = Client {
         keys_before: batch.len(),
@@ -288,6 +295,16 @@ pub(crate) fn pp_plan_input<'a>(
             let hint = if p0 == start { scanned_in } else { 0 };
             plan_text(buf, keys, &limits, hint, &mut end, batch, steps)
         };
+        if let Some(st) = staged.take() {
+            // Only the first request's data block was staged; the engine stores it with the
+            // request (or gives it back if the request does not store it).
+            limits.body_staged = false;
+            for r in &mut batch[b0..] {
+                if matches!(r.op, Op::Set | Op::Add | Op::Replace | Op::Cas) {
+                    r.staged = Some(st);
+                }
+            }
+        }
         if let Some(accept) = only {
             let new = &batch[b0..];
             let get_line = end.cont.is_some() && new.is_empty() && !end.close;
@@ -316,7 +333,8 @@ pub(crate) fn pp_plan_input<'a>(
                 break;
             }
             for r in new {
-                pass.written = pass.written.saturating_add(r.value.len() + 24);
+                let staged = r.staged.map_or(0, |s| s.value_len as usize);
+                pass.written = pass.written.saturating_add(r.value.len() + staged + 24);
             }
             client.open_from = batch.len();
             client.open_reads = 0;
@@ -381,8 +399,12 @@ fn plan_binary<'a>(
     gate: &mut Gate<'_>,
 ) -> bool {
     use hkv_proto::step::BinStep;
-    match hkv_proto::binary::parse(&buf[end.pos..], limits.max_item_size) {
+    match hkv_proto::binary::parse_with(&buf[end.pos..], limits) {
         BinParsed::Incomplete => true,
+        BinParsed::Body { header, vlen } => {
+            end.body = Some((header, vlen));
+            true
+        }
         BinParsed::Close => {
             end.close = true;
             true

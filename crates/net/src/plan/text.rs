@@ -29,6 +29,10 @@ pub(super) fn plan_text<'a>(
             }
             true
         }
+        Parsed::Body { header, vlen } => {
+            end.body = Some((header, vlen));
+            true
+        }
         Parsed::Error {
             error,
             len,

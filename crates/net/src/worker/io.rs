@@ -11,6 +11,9 @@ use crate::shared::Shared;
 
 use super::{Worker, READ_CHUNK};
 
+/// Most bytes of a staged data block one pass receives from one connection.
+const STAGED_READ_PER_PASS: usize = 4 << 20;
+
 impl Worker {
     /// RV: takes what connection `t` sent, up to `cap` bytes of unparsed input.
     pub(super) fn receive(&mut self, t: usize, cap: usize) {
@@ -94,7 +97,14 @@ impl Worker {
 
 pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
     c.want_read = false;
+    let mut got = 0;
     loop {
+        if c.body.is_some() && got >= STAGED_READ_PER_PASS {
+            // A data block going into item memory leaves the buffer empty, so `cap` never
+            // stops it: this does, so that one large value cannot hold the pass up.
+            c.want_read = true;
+            return;
+        }
         if c.read_closed {
             return;
         }
@@ -110,6 +120,8 @@ pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
             }
             Ok(n) => {
                 c.rend += n;
+                got += n;
+                crate::stage::rv_drain_body(c, &shared.engine);
                 c.last_active = Instant::now();
                 if let Some((_, t)) = &c.registered {
                     t.store(u64::from(unix_now()), Ordering::Relaxed);

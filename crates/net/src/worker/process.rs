@@ -57,6 +57,11 @@ impl Worker {
         hot: Option<&crate::hot::HotSet>,
     ) -> u64 {
         let t0 = std::time::Instant::now();
+        for &t in ready {
+            if let Some(c) = self.conns.get_mut(t) {
+                crate::stage::rv_drain_body(c, &self.shared.engine);
+            }
+        }
         let limits = self.shared.config.limits;
         let high_water = self.shared.config.output_high_water;
         let now = unix_now();
@@ -91,8 +96,13 @@ impl Worker {
             // The hot path takes whole requests from the head of the input only, and only
             // from connections already past authentication (an authenticating `set` must be
             // planned by the ordinary pass).
+            // A data block still arriving into item memory: its command waits for it.
+            if c.body.is_some_and(|b| !b.complete()) {
+                continue;
+            }
             if hot.is_some()
-                && (c.cont.is_some()
+                && (c.body.is_some()
+                    || c.cont.is_some()
                     || c.swallow > 0
                     || c.unparsed() == 0
                     || ((sasl.is_some() || authfile.is_some()) && !c.authed))
@@ -107,6 +117,10 @@ impl Worker {
                 cmds: 0,
                 errors: 0,
             };
+            let mut limits = limits;
+            if c.stage_refused {
+                limits.stage_min = usize::MAX;
+            }
             let p = pp_plan_input(
                 &c.rbuf[..c.rend],
                 keys,
@@ -123,6 +137,7 @@ impl Worker {
                 steps,
                 marks,
                 only,
+                c.body.map(|b| b.staged),
             );
             if gate.cmds > 0 {
                 let s = &self.shared.stats;
@@ -137,6 +152,11 @@ impl Worker {
                 authed: gate.authed,
             });
         }
+        // A datagram is whole: nothing in it is staged.
+        let udp_limits = hkv_proto::text::Limits {
+            stage_min: usize::MAX,
+            ..limits
+        };
         let udp_reqs = &self.udp_reqs;
         let mut udp_plans: Vec<(Range<usize>, Range<usize>, bool)> =
             Vec::with_capacity(udp_reqs.len());
@@ -151,7 +171,7 @@ impl Worker {
                 None,
                 None,
                 0,
-                &limits,
+                &udp_limits,
                 // UDP datagrams never reach here with -S (receive_udp drops them).
                 &mut Gate {
                     users: None,
@@ -165,6 +185,7 @@ impl Worker {
                 &mut batch,
                 steps,
                 marks,
+                None,
                 None,
             );
             let unfinished = end.pos < r.payload.len() || end.cont.is_some();
@@ -235,6 +256,7 @@ impl Worker {
         drop(batch);
         t0 = TaskTimes::add(&tasks.engine, t0);
         let mut stop = false;
+        let mut to_stage = Vec::new();
         for plan in plans {
             let Some(c) = self.conns.get_mut(plan.token) else {
                 continue;
@@ -265,6 +287,15 @@ impl Worker {
             }
             if !was_watcher && c.watch.is_some() {
                 self.watchers += 1;
+            }
+            if end.pos != c.rstart {
+                // The command at the start of the input ran (or was refused): a data block
+                // staged for it is stored now, or its memory goes back.
+                crate::stage::release_body(c, &self.shared.engine);
+                c.stage_refused = false;
+            }
+            if let Some((header, vlen)) = end.body {
+                to_stage.push((plan.token, header, vlen));
             }
             c.rstart = end.pos;
             c.cont = end.cont.map(|k| k.relative_to(end.pos));
@@ -313,6 +344,9 @@ impl Worker {
                 .fetch_add(n, Ordering::Relaxed);
         }
         TaskTimes::add(&tasks.wr, t0);
+        for (t, header, vlen) in to_stage {
+            self.stage_body(t, header, vlen, now);
+        }
         if self.responses.data.capacity() > 4 << 20 {
             // A pass of large values: do not keep their memory for the next one.
             self.responses.data = Vec::new();

@@ -190,6 +190,7 @@ impl Worker {
                     conn.rbuf[conn.rend..end].copy_from_slice(ring.buffer(bid, n));
                     conn.rend = end;
                     ring.recycle(bid);
+                    crate::stage::rv_drain_body(conn, &self.shared.engine);
                     conn.last_active = Instant::now();
                     if let Some((_, t)) = &conn.registered {
                         t.store(u64::from(unix_now()), Ordering::Relaxed);

@@ -128,6 +128,9 @@ pub enum BinParsed<'a> {
     },
     /// Not a request at all (bad magic): memcached closes without a reply.
     Close,
+    /// A SET, ADD or REPLACE whose header, extras and key are the first `header` bytes and
+    /// whose value of `vlen` bytes has not all arrived (see `text::Limits::stage_min`).
+    Body { header: usize, vlen: usize },
 }
 
 /// Whether an opcode takes a key.
@@ -163,6 +166,19 @@ fn shape(opcode: u8) -> Option<(Option<usize>, KeyRule, bool)> {
 
 /// Parses the binary request at the front of `buf`. `max_value` is `-I`.
 pub fn parse(buf: &[u8], max_value: usize) -> BinParsed<'_> {
+    parse_with(
+        buf,
+        &crate::text::Limits {
+            max_item_size: max_value,
+            ..crate::text::Limits::default()
+        },
+    )
+}
+
+/// [`parse`] with the server's limits, including whether values are staged
+/// (`text::Limits::stage_min`, `text::Limits::body_staged`).
+pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<'a> {
+    let max_value = limits.max_item_size;
     if buf.is_empty() {
         return BinParsed::Incomplete;
     }
@@ -208,8 +224,20 @@ pub fn parse(buf: &[u8], max_value: usize) -> BinParsed<'_> {
         // Refuse before buffering it; the body is read and dropped.
         return error(status::E2BIG, HEADER_LEN, bodylen, false);
     }
-    let total = HEADER_LEN + bodylen;
+    // A staged value is not in the buffer: the key is followed by the next request.
+    let total = match limits.body_staged {
+        true => HEADER_LEN + extlen + keylen,
+        false => HEADER_LEN + bodylen,
+    };
     if buf.len() < total {
+        let stageable = matches!(opcode, op::SET | op::SETQ | op::ADD | op::ADDQ)
+            || matches!(opcode, op::REPLACE | op::REPLACEQ);
+        if stageable && !limits.body_staged && vlen >= limits.stage_min {
+            return BinParsed::Body {
+                header: HEADER_LEN + extlen + keylen,
+                vlen,
+            };
+        }
         return BinParsed::Incomplete;
     }
     let body = &buf[HEADER_LEN..total];

@@ -228,17 +228,24 @@ pub(crate) fn parse<'a>(
             if vlen > limits.max_item_size {
                 return refuse(TOO_LARGE, Some(key));
             }
-            let total = line_len + vlen + 2;
+            let data_end = limits.data_end(line_len, vlen);
+            let total = data_end + 2;
             if buf.len() < total {
+                if !limits.body_staged && vlen >= limits.stage_min {
+                    return Parsed::Body {
+                        header: line_len,
+                        vlen,
+                    };
+                }
                 return Parsed::Incomplete;
             }
-            if &buf[line_len + vlen..total] != b"\r\n" {
+            if &buf[data_end..total] != b"\r\n" {
                 return Parsed::error(BAD_DATA_CHUNK, total);
             }
             cmd(
                 MetaCmd::Set {
                     key,
-                    data: &buf[line_len..line_len + vlen],
+                    data: &buf[line_len..data_end],
                     flags,
                 },
                 total,

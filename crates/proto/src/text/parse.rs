@@ -161,11 +161,19 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     unlink: Some(key),
                 };
             }
-            let total = line_len + vlen + 2;
+            let data_end = limits.data_end(line_len, vlen);
+            let total = data_end + 2;
             if buf.len() < total {
+                let stageable = !matches!(op, Op::Append | Op::Prepend);
+                if stageable && !limits.body_staged && vlen >= limits.stage_min {
+                    return Parsed::Body {
+                        header: line_len,
+                        vlen,
+                    };
+                }
                 return Parsed::Incomplete;
             }
-            if &buf[line_len + vlen..total] != b"\r\n" {
+            if &buf[data_end..total] != b"\r\n" {
                 return Parsed::Error {
                     error: BAD_DATA_CHUNK,
                     len: total,
@@ -182,7 +190,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     flags,
                     exptime,
                     cas,
-                    data: &buf[line_len..line_len + vlen],
+                    data: &buf[line_len..data_end],
                     noreply,
                     previous: name == b"getset",
                 },

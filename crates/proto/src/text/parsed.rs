@@ -9,6 +9,16 @@ pub struct Limits {
     pub max_item_size: usize,
     /// The longest get line accepted (gets may exceed the 2048-byte rule, as in memcached).
     pub max_get_line: usize,
+    /// A storage command (set, add, replace, cas, getset, ms; binary SET, ADD, REPLACE)
+    /// whose data block of at least this many bytes is not all in the buffer yet is
+    /// reported as [`Parsed::Body`], so that its bytes can be received into item memory
+    /// instead of the buffer. `usize::MAX`: never (UDP, where a datagram is whole).
+    pub stage_min: usize,
+    /// The first request's data block is not in the buffer: it was received into item
+    /// memory ([`Parsed::Body`]) and taken out, so its command line is followed directly
+    /// by what came after the data (for text, the data block's `\r\n`). Its command is
+    /// parsed with empty data.
+    pub body_staged: bool,
 }
 
 impl Default for Limits {
@@ -16,6 +26,20 @@ impl Default for Limits {
         Limits {
             max_item_size: 1 << 20,
             max_get_line: 1 << 20,
+            stage_min: usize::MAX,
+            body_staged: false,
+        }
+    }
+}
+
+impl Limits {
+    /// Where a storage command's data ends, given its line's length `line_len` and `vlen`:
+    /// with the data staged, the line is followed by the data's terminator at once.
+    pub(crate) fn data_end(&self, line_len: usize, vlen: usize) -> usize {
+        if self.body_staged {
+            line_len
+        } else {
+            line_len + vlen
         }
     }
 }
@@ -26,6 +50,9 @@ pub enum Parsed<'a> {
     Incomplete,
     /// A request occupying the first `len` bytes.
     Command { cmd: Command<'a>, len: usize },
+    /// A storage command whose line is the first `header` bytes and whose data block of
+    /// `vlen` bytes has not all arrived (see [`Limits::stage_min`]).
+    Body { header: usize, vlen: usize },
     /// A bad request occupying the first `len` bytes. Reply `error` (unless `noreply`), then
     /// drop `swallow` more bytes as they arrive (a refused data block), and close the
     /// connection if `close`. `unlink`: memcached removes the key whose new value it refused.

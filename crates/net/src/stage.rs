@@ -1,0 +1,73 @@
+//! RV for large values: a storage command's data block received straight into item memory,
+//! as memcached reads a body into the item it allocated at the command line, instead of
+//! being buffered whole in the connection.
+//!
+//! When PP meets a storage command whose data block (at least `Limits::stage_min` bytes)
+//! has not all arrived, it stops there (`Parsed::Body`). After the pass has run everything
+//! the client sent before it, the command line is planned once more as if its value were
+//! already stored elsewhere, to learn the key and the operation; a SET, ADD, REPLACE or CAS
+//! then gets its memory from the engine (`stage_value`). From then on the data block's bytes
+//! are moved from the input buffer into that memory as they arrive, and are taken out of
+//! the buffer: the command line stays, followed by what came after the data. When all of
+//! it is in, PP plans the command with `Limits::body_staged` and the request carries the
+//! stage, which the engine links as the new item in the client's order. A command that does
+//! not store it, a malformed data block and a connection that closes first give the memory
+//! back.
+//!
+//! A command the engine cannot stage (append, prepend, no memory to take now, an
+//! unauthenticated client) is buffered as before.
+
+use hkv_engine::{SharedEngine, Staged};
+
+/// Data blocks of at least this many bytes are received into item memory once their
+/// command line is in (`Limits::stage_min`); smaller ones are buffered, which costs less
+/// than taking memory for them ahead of their batch. 64 KiB: four of the reads RV makes.
+pub const STAGE_MIN: usize = 64 << 10;
+
+use crate::conn::Conn;
+
+/// A data block being received into item memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BodyStream {
+    pub staged: Staged,
+    /// The command line's length: the block's bytes arrive right after it in the buffer.
+    pub header: usize,
+    /// Bytes of the value received so far.
+    pub filled: usize,
+}
+
+impl BodyStream {
+    pub fn complete(&self) -> bool {
+        self.filled as u64 == self.staged.value_len
+    }
+}
+
+/// RV: moves the bytes of `c`'s data block that have arrived into its item memory, and
+/// takes them out of the input buffer.
+pub(crate) fn rv_drain_body(c: &mut Conn, engine: &SharedEngine) {
+    let Some(b) = c.body.as_mut() else {
+        return;
+    };
+    let at = c.rstart + b.header;
+    let want = (b.staged.value_len as usize).saturating_sub(b.filled);
+    let n = want.min(c.rend.saturating_sub(at));
+    if n == 0 {
+        return;
+    }
+    if !engine.fill_staged(&b.staged, b.filled, &c.rbuf[at..at + n]) {
+        // The stage is gone (it cannot be, short of a bug): the bytes are dropped all the
+        // same, and the command answers out of memory when it tries to store them.
+        tracing::debug!("a staged value lost its memory");
+    }
+    b.filled += n;
+    c.rbuf.copy_within(at + n..c.rend, at);
+    c.rend -= n;
+}
+
+/// Gives back the memory of `c`'s data block, if one is being received (the connection
+/// closes, or its command has run: the engine ignores a stage it has stored).
+pub(crate) fn release_body(c: &mut Conn, engine: &SharedEngine) {
+    if let Some(b) = c.body.take() {
+        engine.release_staged(&b.staged);
+    }
+}
