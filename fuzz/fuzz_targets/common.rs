@@ -10,15 +10,41 @@ pub fn check_stream(data: &[u8], limits: &Limits) -> usize {
         let buf = &data[pos..];
         match parse(buf, limits) {
             Parsed::Incomplete => break,
+            Parsed::Body { header, vlen } => {
+                assert!(vlen >= limits.stage_min && vlen <= limits.max_item_size);
+                assert!(header <= buf.len() && header + vlen + 2 > buf.len());
+                // Once staged, the line followed by the block's terminator is the command.
+                let mut line = buf[..header].to_vec();
+                line.extend_from_slice(b"\r\n");
+                let staged = Limits {
+                    body_staged: true,
+                    ..*limits
+                };
+                match parse(&line, &staged) {
+                    Parsed::Command { len, .. } => assert_eq!(len, line.len()),
+                    Parsed::Error { len, .. } => assert!(len <= line.len()),
+                    other => panic!("a staged command parsed as {other:?}"),
+                }
+                break;
+            }
             Parsed::Command { cmd, len } => {
                 assert!(len > 0 && len <= buf.len(), "command length out of range");
                 check_command(&cmd, limits);
                 pos += len;
                 n += 1;
             }
-            Parsed::Error { error, len, swallow, close, .. } => {
+            Parsed::Error {
+                error,
+                len,
+                swallow,
+                close,
+                ..
+            } => {
                 assert!(len > 0 && len <= buf.len(), "error length out of range");
-                assert!(close || !error.is_empty(), "an error without words must close");
+                assert!(
+                    close || !error.is_empty(),
+                    "an error without words must close"
+                );
                 assert!(
                     error.is_empty()
                         || error == "ERROR"
@@ -40,7 +66,9 @@ pub fn check_stream(data: &[u8], limits: &Limits) -> usize {
 fn check_command(cmd: &Command<'_>, limits: &Limits) {
     match cmd {
         Command::Get { keys, .. } | Command::Gat { keys, .. } => {
-            assert!(keys.iter().all(|k| !k.is_empty() && k.len() <= 250 && !k.contains(&b' ')));
+            assert!(keys
+                .iter()
+                .all(|k| !k.is_empty() && k.len() <= 250 && !k.contains(&b' ')));
         }
         Command::Store { key, data, .. } => {
             assert!(key.len() <= 250 && !key.is_empty());

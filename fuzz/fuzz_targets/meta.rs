@@ -25,6 +25,9 @@ fuzz_target!(|data: &[u8]| {
     let limits = Limits {
         max_item_size: 4096,
         max_get_line: 8192,
+        // Small, so that data blocks still arriving are reported for staging.
+        stage_min: 64,
+        body_staged: false,
     };
     common::check_stream(&buf, &limits);
 });

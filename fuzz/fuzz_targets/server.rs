@@ -68,7 +68,8 @@ fn fixture() -> &'static Fixture {
 
 fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
     s.set_nodelay(true).expect("nodelay");
     s
 }
@@ -93,7 +94,11 @@ fn call(addr: SocketAddr, req: &[u8], end: &[u8]) -> Vec<u8> {
     let mut buf = [0u8; 65536];
     while !out.ends_with(end) {
         let n = read_retrying(&mut s, &mut buf);
-        assert!(n > 0, "closed before the reply ended: {:?}", String::from_utf8_lossy(&out));
+        assert!(
+            n > 0,
+            "closed before the reply ended: {:?}",
+            String::from_utf8_lossy(&out)
+        );
         out.extend_from_slice(&buf[..n]);
     }
     out
@@ -110,7 +115,10 @@ fn call_lines(addr: SocketAddr, req: &[u8], n: usize) -> Vec<String> {
         assert!(k > 0, "closed early");
         out.extend_from_slice(&buf[..k]);
     }
-    String::from_utf8_lossy(&out).lines().map(str::to_owned).collect()
+    String::from_utf8_lossy(&out)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn stat(addr: SocketAddr, name: &str) -> u64 {
@@ -143,10 +151,14 @@ fn check_reply(reply: &[u8], nonce: &str) {
     let mut pos = 0;
     while let Some(i) = find(&reply[pos..], b"VALUE ") {
         let start = pos + i + 6;
-        let Some(eol) = find(&reply[start..], b"\r\n") else { break };
+        let Some(eol) = find(&reply[start..], b"\r\n") else {
+            break;
+        };
         let head = String::from_utf8_lossy(&reply[start..start + eol]).into_owned();
         let mut t = head.split(' ');
-        let (Some(key), _, Some(len)) = (t.next(), t.next(), t.next()) else { break };
+        let (Some(key), _, Some(len)) = (t.next(), t.next(), t.next()) else {
+            break;
+        };
         let Ok(len) = len.parse::<usize>() else { break };
         let data_at = start + eol + 2;
         let end = (data_at + len).min(reply.len());
@@ -175,13 +187,16 @@ fuzz_target!(|data: &[u8]| {
     }
     let stored = call_lines(f.addr, &seed, SEEDS);
     assert!(stored.iter().all(|l| l == "STORED"), "seeding: {stored:?}");
-    let Some((&head, body)) = data.split_first() else { return };
+    let Some((&head, body)) = data.split_first() else {
+        return;
+    };
     // The first byte picks how many connections share the input and how it is cut.
     let conns = 1 + (head & 3) as usize;
     let cut = 1 + (head >> 2) as usize * 7;
     let mut streams: Vec<TcpStream> = (0..conns).map(|_| connect(f.addr)).collect();
     for s in &streams {
-        s.set_write_timeout(Some(Duration::from_secs(2))).expect("timeout");
+        s.set_write_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
     }
     for (k, piece) in body.chunks(cut).enumerate() {
         let s = &mut streams[k % conns];
@@ -197,11 +212,19 @@ fuzz_target!(|data: &[u8]| {
     }
     // Seeds read back through a fresh client: only their own bytes.
     let keys: Vec<String> = (0..SEEDS).map(|i| format!("seed{i}")).collect();
-    let r = call(f.addr, format!("get {}\r\n", keys.join(" ")).as_bytes(), b"END\r\n");
+    let r = call(
+        f.addr,
+        format!("get {}\r\n", keys.join(" ")).as_bytes(),
+        b"END\r\n",
+    );
     check_reply(&r, &f.nonce);
     assert_eq!(stat(f.addr, "worker_panics"), 0, "a worker panicked");
     assert!(stat(f.addr, "arena_used") <= MEMORY as u64);
     assert!(stat(f.addr, "conn_buffer_bytes") <= (CONN_BUFFERS + (8 << 20)) as u64);
-    let ok = call(f.addr, b"set fuzz_ok 0 0 2\r\nok\r\nget fuzz_ok\r\n", b"END\r\n");
+    let ok = call(
+        f.addr,
+        b"set fuzz_ok 0 0 2\r\nok\r\nget fuzz_ok\r\n",
+        b"END\r\n",
+    );
     assert_eq!(ok, b"STORED\r\nVALUE fuzz_ok 0 2\r\nok\r\nEND\r\n");
 });

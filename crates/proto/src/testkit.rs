@@ -104,7 +104,7 @@ pub(crate) fn serve_text(model: &mut Model, input: &[u8]) -> Vec<u8> {
     let (mut batch, mut steps, mut pos, mut close) = (Vec::new(), Vec::new(), 0, false);
     while pos < input.len() && !close {
         match parse(&input[pos..], &Limits::default()) {
-            Parsed::Incomplete => break,
+            Parsed::Incomplete | Parsed::Body { .. } => break,
             Parsed::Error { error, len, .. } => {
                 steps.push(Step::Text(error));
                 pos += len;
@@ -177,7 +177,7 @@ pub(crate) fn serve_binary(model: &mut Model, input: &[u8]) -> (Vec<Packet>, cra
                 steps.push(crate::step::Step::Bin(s));
                 pos += len;
             }
-            BinParsed::Incomplete | BinParsed::Close => break,
+            BinParsed::Incomplete | BinParsed::Close | BinParsed::Body { .. } => break,
         }
     }
     let res = model.run(&batch);

@@ -133,6 +133,7 @@ fn too_large_values_are_refused_before_they_arrive_and_swallowed() {
     let limits = Limits {
         max_item_size: 10,
         max_get_line: 100,
+        ..Limits::default()
     };
     match parse(b"set k 0 0 11\r\n", &limits) {
         Parsed::Error {
@@ -180,7 +181,7 @@ fn requests(mut buf: &[u8]) -> Vec<String> {
                 out.push(format!("{cmd:?}"));
                 buf = &buf[len..];
             }
-            Parsed::Incomplete => return out,
+            Parsed::Incomplete | Parsed::Body { .. } => return out,
             Parsed::Error { error, len, .. } => {
                 out.push(error.to_string());
                 buf = &buf[len..];
@@ -233,4 +234,71 @@ fn regression_a_long_line_in_pieces_is_searched_once() {
         parse_after(b"get aa", &Limits::default(), 100),
         Parsed::Incomplete
     );
+}
+
+fn staging() -> Limits {
+    Limits {
+        stage_min: 1000,
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn a_large_data_block_still_arriving_is_reported_for_staging() {
+    let l = staging();
+    for (buf, header) in [
+        (&b"set k 1 2 5000\r\nabc"[..], 16),
+        (b"add k 0 0 5000\r\n", 16),
+        (b"replace k 0 0 5000 noreply\r\n", 28),
+        (b"cas k 0 0 5000 7\r\nab", 18),
+        (b"ms k 5000 T0\r\nab", 14),
+    ] {
+        assert_eq!(
+            parse(buf, &l),
+            Parsed::Body { header, vlen: 5000 },
+            "{}",
+            String::from_utf8_lossy(buf)
+        );
+    }
+    // Small blocks, append and prepend (they need the old value), and servers that do not
+    // stage wait for the whole block.
+    for buf in [
+        &b"set k 0 0 999\r\nabc"[..],
+        b"append k 0 0 5000\r\nabc",
+        b"prepend k 0 0 5000\r\n",
+    ] {
+        assert_eq!(parse(buf, &l), Parsed::Incomplete);
+    }
+    assert_eq!(p(b"set k 0 0 5000\r\nabc"), Parsed::Incomplete);
+}
+
+#[test]
+fn a_staged_command_is_its_line_then_the_blocks_terminator() {
+    let l = Limits {
+        body_staged: true,
+        ..staging()
+    };
+    match parse(b"set k 3 0 5000\r\n\r\nget k\r\n", &l) {
+        Parsed::Command {
+            cmd: Command::Store { data, flags, .. },
+            len,
+        } => {
+            assert_eq!((data, flags, len), (&b""[..], 3, 18));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(parse(b"set k 3 0 5000\r\n\r", &l), Parsed::Incomplete);
+    match parse(b"set k 3 0 5000\r\nXYget k\r\n", &l) {
+        Parsed::Error { error, len, .. } => {
+            assert_eq!((error, len), ("CLIENT_ERROR bad data chunk", 18));
+        }
+        other => panic!("{other:?}"),
+    }
+    match parse(b"ms k 5000 F4\r\n\r\n", &l) {
+        Parsed::Command {
+            cmd: Command::Meta(MetaCmd::Set { data, .. }),
+            len,
+        } => assert_eq!((data, len), (&b""[..], 16)),
+        other => panic!("{other:?}"),
+    }
 }

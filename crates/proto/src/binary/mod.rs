@@ -130,7 +130,10 @@ pub enum BinParsed<'a> {
     Close,
     /// A SET, ADD or REPLACE whose header, extras and key are the first `header` bytes and
     /// whose value of `vlen` bytes has not all arrived (see `text::Limits::stage_min`).
-    Body { header: usize, vlen: usize },
+    Body {
+        header: usize,
+        vlen: usize,
+    },
 }
 
 /// Whether an opcode takes a key.
@@ -407,6 +410,38 @@ mod sasl_tests {
             BinParsed::Request { req, .. } => {
                 assert_eq!(req.key, b"PLAIN");
                 assert_eq!(req.value, b"\0a\0pass");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_large_value_still_arriving_is_reported_for_staging_and_parsed_without_it() {
+        use crate::testkit::bin_request as req;
+        let limits = crate::text::Limits {
+            stage_min: 100,
+            ..crate::text::Limits::default()
+        };
+        let set = req(op::SET, &[0, 0, 0, 1, 0, 0, 0, 0], b"key", &[7; 500]);
+        let header = HEADER_LEN + 8 + 3;
+        assert_eq!(
+            parse_with(&set[..header + 10], &limits),
+            BinParsed::Body { header, vlen: 500 }
+        );
+        // Small values, APPEND and a server that does not stage wait for the whole body.
+        let small = req(op::SET, &[0; 8], b"key", &[7; 99]);
+        assert_eq!(parse_with(&small[..40], &limits), BinParsed::Incomplete);
+        let append = req(op::APPEND, &[], b"key", &[7; 500]);
+        assert_eq!(parse_with(&append[..40], &limits), BinParsed::Incomplete);
+        assert_eq!(parse(&set[..header + 10], 1 << 20), BinParsed::Incomplete);
+        let staged = crate::text::Limits {
+            body_staged: true,
+            ..limits
+        };
+        match parse_with(&set[..header], &staged) {
+            BinParsed::Request { req, len } => {
+                assert_eq!((len, req.key, req.value), (header, &b"key"[..], &b""[..]));
+                assert_eq!(req.extra_u32(0), Some(1));
             }
             other => panic!("{other:?}"),
         }

@@ -1,0 +1,245 @@
+//! Large data blocks received straight into item memory (issue 14: "bodies streamed into item
+//! memory rather than buffered whole per connection"; crates/net/src/stage.rs). Each test
+//! sends a body in pieces with pauses between them, so the server sees the command before
+//! its data, as it does when a client sends a large value over a real network.
+
+mod common;
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use common::{engines, Client, Hkv};
+
+fn value(seed: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| b'a' + ((i / 5 + seed * 11) % 26) as u8)
+        .collect()
+}
+
+/// Sends `head`, then `body` in pieces with pauses, then `tail`.
+fn send_slowly(c: &mut Client, head: &[u8], body: &[u8], tail: &[u8]) {
+    c.send(head);
+    for piece in body.chunks(body.len().div_ceil(4).max(1)) {
+        std::thread::sleep(Duration::from_millis(30));
+        c.send(piece);
+    }
+    c.send(tail);
+}
+
+fn get(c: &mut Client, key: &str) -> Option<Vec<u8>> {
+    let reply = c.call(&format!("get {key}\r\n"), "END\r\n");
+    let rest = reply.strip_prefix(&format!("VALUE {key} "))?;
+    let (_, rest) = rest.split_once(' ')?;
+    let (len, body) = rest.split_once("\r\n")?;
+    let len: usize = len.parse().ok()?;
+    Some(body.as_bytes()[..len].to_vec())
+}
+
+fn used_chunks(c: &mut Client) -> u64 {
+    c.call("stats slabs\r\n", "END\r\n")
+        .lines()
+        .filter_map(|l| l.strip_prefix("STAT "))
+        .filter(|l| l.contains(":used_chunks "))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn staged(c: &mut Client) -> u64 {
+    c.stat_u64("hkv", "staged_values").expect("staged_values")
+}
+
+/// Waits up to two seconds for `used_chunks` to come back to `want`.
+fn used_chunks_become(c: &mut Client, want: u64) -> u64 {
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let now = used_chunks(c);
+        if now == want || Instant::now() > until {
+            return now;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_body_sent_in_pieces_is_received_into_item_memory_and_read_back_whole() {
+    for engine in engines() {
+        let h = Hkv::start(&["-m", "128", "-I", "16m", "-t", "2", "--engine", engine]);
+        let mut c = h.connect();
+        for (i, len) in [100_000, 1 << 20, 12 << 20].into_iter().enumerate() {
+            let v = value(i, len);
+            let before = staged(&mut c);
+            let head = format!("set s{i} 9 0 {len}\r\n");
+            send_slowly(&mut c, head.as_bytes(), &v, b"\r\n");
+            assert_eq!(c.read_until(b"\r\n"), "STORED\r\n", "{engine} {len}");
+            assert_eq!(staged(&mut c), before + 1, "{engine} {len}: staged");
+            assert_eq!(get(&mut c, &format!("s{i}")), Some(v), "{engine} {len}");
+        }
+        // The meta protocol's ms, with a base64 key, is staged too.
+        let v = value(7, 300_000);
+        let before = staged(&mut c);
+        // "bWV0YWtleQ==" is "metakey".
+        send_slowly(&mut c, b"ms bWV0YWtleQ== 300000 b T0 F3\r\n", &v, b"\r\n");
+        assert_eq!(c.read_until(b"\r\n"), "HD\r\n", "{engine}: ms");
+        assert_eq!(staged(&mut c), before + 1, "{engine}: ms staged");
+        assert_eq!(get(&mut c, "metakey"), Some(v), "{engine}: ms");
+    }
+}
+
+#[test]
+fn a_binary_set_sent_in_pieces_is_staged_and_read_back_whole() {
+    let h = Hkv::start(&["-m", "64", "-I", "4m"]);
+    let mut c = h.connect();
+    let v = value(3, 2 << 20);
+    let key = b"binkey";
+    let mut head = vec![0x80, 0x01, 0, key.len() as u8, 8, 0, 0, 0];
+    head.extend_from_slice(&((8 + key.len() + v.len()) as u32).to_be_bytes());
+    head.extend_from_slice(&[0xAB; 4]); // opaque
+    head.extend_from_slice(&[0; 8]); // cas
+    head.extend_from_slice(&[0, 0, 0, 7, 0, 0, 0, 0]); // flags 7, exptime 0
+    head.extend_from_slice(key);
+    send_slowly(&mut c, &head, &v, b"");
+    let mut reply = [0u8; 24];
+    c.stream.read_exact(&mut reply).unwrap();
+    assert_eq!(reply[0], 0x81);
+    assert_eq!(&reply[6..8], &[0, 0], "status: success");
+    assert_eq!(&reply[12..16], &[0xAB; 4], "opaque echoed");
+    let mut t = h.connect();
+    assert_eq!(staged(&mut t), 1);
+    assert_eq!(get(&mut t, "binkey"), Some(v));
+}
+
+#[test]
+fn requests_around_a_staged_value_keep_the_clients_order() {
+    let h = Hkv::start(&["-m", "64", "-I", "4m"]);
+    let mut c = h.connect();
+    assert_eq!(c.call("set k 0 0 3\r\nold\r\n", "\r\n"), "STORED\r\n");
+    let v = value(1, 1 << 20);
+    // A read before the value in the same packet as its command line sees the old value;
+    // a read after its data block sees the new one.
+    let head = format!("get k\r\nset k 0 0 {}\r\n", v.len());
+    send_slowly(&mut c, head.as_bytes(), &v, b"\r\nget k\r\n");
+    let want = format!(
+        "VALUE k 0 3\r\nold\r\nEND\r\nSTORED\r\nVALUE k 0 {}\r\n{}\r\nEND\r\n",
+        v.len(),
+        String::from_utf8(v.clone()).unwrap()
+    );
+    let mut got = String::new();
+    while got.len() < want.len() {
+        got.push_str(&c.read_until(b"END\r\n"));
+    }
+    assert!(
+        got == want,
+        "replies out of order: {:?}",
+        &got[..80.min(got.len())]
+    );
+    let mut other = h.connect();
+    assert_eq!(staged(&mut other), 1);
+}
+
+#[test]
+fn commands_that_store_nothing_give_the_staged_memory_back() {
+    let h = Hkv::start(&["-m", "64", "-I", "4m"]);
+    let mut c = h.connect();
+    assert_eq!(c.call("set present 0 0 1\r\nx\r\n", "\r\n"), "STORED\r\n");
+    let before = used_chunks(&mut c);
+    let v = value(2, 3 << 20);
+    let cases = [
+        ("add present 0 0", "NOT_STORED\r\n"),
+        ("replace absent 0 0", "NOT_STORED\r\n"),
+        ("cas absent 0 0", "NOT_FOUND\r\n"),
+    ];
+    for (cmd, want) in cases {
+        let cas = if cmd.starts_with("cas") { " 99" } else { "" };
+        let head = format!("{cmd} {}{cas}\r\n", v.len());
+        send_slowly(&mut c, head.as_bytes(), &v, b"\r\n");
+        assert_eq!(c.read_until(b"\r\n"), want, "{cmd}");
+        assert_eq!(used_chunks(&mut c), before, "{cmd}: memory back");
+    }
+    assert_eq!(staged(&mut c), 3);
+    assert_eq!(get(&mut c, "present"), Some(b"x".to_vec()));
+    assert_eq!(get(&mut c, "absent"), None);
+}
+
+#[test]
+fn a_malformed_data_block_is_refused_and_its_memory_given_back() {
+    let h = Hkv::start(&["-m", "64", "-I", "4m"]);
+    let mut c = h.connect();
+    let before = used_chunks(&mut c);
+    let v = value(4, 1 << 20);
+    let head = format!("set bad 0 0 {}\r\n", v.len());
+    send_slowly(&mut c, head.as_bytes(), &v, b"XYget bad\r\n");
+    assert_eq!(
+        c.read_until(b"END\r\n"),
+        "CLIENT_ERROR bad data chunk\r\nEND\r\n"
+    );
+    assert_eq!(used_chunks(&mut c), before);
+    assert_eq!(staged(&mut c), 1);
+    common::assert_healthy(&h);
+}
+
+#[test]
+fn a_client_that_leaves_mid_value_gives_its_memory_back() {
+    let h = Hkv::start(&["-m", "64", "-I", "8m"]);
+    let mut watcher = h.connect();
+    let before = used_chunks(&mut watcher);
+    for _ in 0..5 {
+        let mut c = h.connect();
+        let v = value(5, 6 << 20);
+        let head = format!("set gone 0 0 {}\r\n", v.len());
+        send_slowly(&mut c, head.as_bytes(), &v[..3 << 20], b"");
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            used_chunks(&mut watcher) > before,
+            "memory taken for the value"
+        );
+        drop(c);
+        assert_eq!(used_chunks_become(&mut watcher, before), before);
+    }
+    assert_eq!(staged(&mut watcher), 5);
+    assert_eq!(get(&mut watcher, "gone"), None);
+}
+
+#[test]
+fn flush_all_while_a_value_arrives_does_not_lose_or_corrupt_it() {
+    let h = Hkv::start(&["-m", "64", "-I", "8m"]);
+    let mut c = h.connect();
+    let mut other = h.connect();
+    let v = value(6, 5 << 20);
+    let head = format!("set f 0 0 {}\r\n", v.len());
+    send_slowly(&mut c, head.as_bytes(), &v[..2 << 20], b"");
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(other.call("flush_all\r\n", "\r\n"), "OK\r\n");
+    // Memory handed out after the flush must not be the staged value's.
+    for i in 0..2000 {
+        let small = format!("set filler{i} 0 0 4000\r\n{}\r\n", "z".repeat(4000));
+        assert_eq!(other.call(&small, "\r\n"), "STORED\r\n");
+    }
+    send_slowly(&mut c, b"", &v[2 << 20..], b"\r\n");
+    assert_eq!(c.read_until(b"\r\n"), "STORED\r\n");
+    assert_eq!(get(&mut c, "f"), Some(v));
+}
+
+#[test]
+fn clients_sending_large_values_slowly_hold_almost_nothing_in_buffers() {
+    // Twenty clients each part way through an 8 MiB value: without staging each would
+    // buffer its body (160 MiB); staged, the bytes are in item memory, inside -m.
+    let h = Hkv::start(&["-m", "512", "-I", "16m", "-t", "2"]);
+    let mut watcher = h.connect();
+    let v = value(8, 4 << 20);
+    let mut clients: Vec<Client> = (0..20).map(|_| h.connect()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let head = format!("set slow{i} 0 0 {}\r\n", 8 << 20);
+        send_slowly(c, head.as_bytes(), &v, b"");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let buffered = watcher.stat_u64("hkv", "conn_buffer_bytes").unwrap();
+    assert!(buffered < 8 << 20, "{buffered} bytes buffered");
+    assert_eq!(staged(&mut watcher), 20);
+    for (i, c) in clients.iter_mut().enumerate() {
+        send_slowly(c, b"", &v, b"\r\n");
+        assert_eq!(c.read_until(b"\r\n"), "STORED\r\n", "client {i}");
+    }
+    let mut whole = v.clone();
+    whole.extend_from_slice(&v);
+    assert_eq!(get(&mut watcher, "slow7"), Some(whole));
+}
