@@ -5,6 +5,10 @@
    how many small ones each server still holds, and whether the large one reads back.
 2. Time to SET and to GET one value of 1, 4, 16 and 48 MiB over one connection
    (`-m 256 -I 64m -t 2`), median of --runs, and the ratio hkv / memcached.
+3. Memory while 20 clients are each half way through sending a 16 MiB value
+   (`-m 1024 -I 32m -t 2`): the server's resident memory before and while they wait, and
+   what it holds beyond the 160 MiB of value bytes received (hkv receives a large body
+   straight into item memory, as memcached does, instead of buffering it whole).
 
     python3 scripts/large-values.py [--runs 5] [--hkv target/release/hkv]
 """
@@ -107,6 +111,36 @@ def timings(kind, exe, runs):
         p.wait()
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def slow_clients(kind, exe, clients=20, mb=16):
+    p, port = start(kind, exe, ["-m", "1024", "-I", "32m", "-t", "2"])
+    try:
+        time.sleep(0.2)
+        before = rss_kib(p.pid)
+        half = os.urandom((mb << 20) // 2)
+        socks = []
+        for i in range(clients):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"set slow%d 0 0 %d\r\n" % (i, mb << 20) + half)
+            socks.append(s)
+        time.sleep(1.0)
+        during = rss_kib(p.pid)
+        for s in socks:
+            s.sendall(half + b"\r\n")
+        stored = sum(recv_until(s, b"\r\n") == b"STORED\r\n" for s in socks)
+        return before, during, stored
+    finally:
+        p.terminate()
+        p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -127,6 +161,15 @@ def main():
         ms, mg = t["memcached"][mb]
         print(f"| {mb} MiB | {hs * 1e3:.1f} | {ms * 1e3:.1f} | {hs / ms:.2f}x | "
               f"{hg * 1e3:.1f} | {mg * 1e3:.1f} | {hg / mg:.2f}x |")
+    print()
+    print("20 clients half way through a 16 MiB value each (160 MiB received), MiB:\n")
+    print("| server | RSS before | RSS while they wait | beyond the bytes received | stored |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for kind, exe in (("hkv", a.hkv), ("memcached", None)):
+        before, during, stored = slow_clients(kind, exe)
+        beyond = (during - before) / 1024 - 160
+        print(f"| {kind} | {before / 1024:.0f} | {during / 1024:.0f} | {beyond:.0f} | "
+              f"{stored} of 20 |")
 
 
 if __name__ == "__main__":
