@@ -51,8 +51,8 @@ pub(crate) struct Conn {
     pub fd: i32,
     /// Why it is being closed, when not the peer's doing or an error (`idle_timeout`).
     pub close_reason: Option<&'static str>,
-    /// The data block being received into item memory (crate::stage).
-    pub body: Option<crate::stage::BodyStream>,
+    /// The data block being received into item memory (net/src/stage.rs).
+    pub body: Option<BodyStream>,
     /// The command at `rstart` could not be staged: its data block is buffered.
     pub stage_refused: bool,
 }
@@ -173,5 +173,21 @@ impl Conn {
         if self.wbuf.capacity() > 1 << 20 && self.wbuf.len() < 4096 {
             self.wbuf.shrink_to(4096);
         }
+    }
+}
+
+/// A data block being received into item memory.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BodyStream {
+    pub staged: hkv_engine::Staged,
+    /// The command line's length: the block's bytes arrive right after it in the buffer.
+    pub header: usize,
+    /// Bytes of the value received so far.
+    pub filled: usize,
+}
+
+impl BodyStream {
+    pub fn complete(&self) -> bool {
+        self.filled as u64 == self.staged.value_len
     }
 }

@@ -27,7 +27,7 @@ pub struct ServerStats {
     /// total was over `conn_buffer_limit`.
     pub conn_buffer_bytes: AtomicUsize,
     pub conn_buffer_throttled: AtomicU64,
-    /// Data blocks received straight into item memory rather than buffered (crate::stage).
+    /// Data blocks received straight into item memory rather than buffered (net/src/stage.rs).
     pub staged_values: AtomicU64,
     /// Provided receive buffers of the workers' io_uring rings: fixed per worker, outside
     /// `-m` and `conn_buffer_limit` (docs/network.md).

@@ -17,7 +17,7 @@
 //! A command the engine cannot stage (append, prepend, no memory to take now, an
 //! unauthenticated client) is buffered as before.
 
-use hkv_engine::{SharedEngine, Staged};
+use hkv_engine::SharedEngine;
 
 /// Data blocks of at least this many bytes are received into item memory once their
 /// command line is in (`Limits::stage_min`); smaller ones are buffered, which costs less
@@ -25,22 +25,6 @@ use hkv_engine::{SharedEngine, Staged};
 pub const STAGE_MIN: usize = 64 << 10;
 
 use crate::conn::Conn;
-
-/// A data block being received into item memory.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct BodyStream {
-    pub staged: Staged,
-    /// The command line's length: the block's bytes arrive right after it in the buffer.
-    pub header: usize,
-    /// Bytes of the value received so far.
-    pub filled: usize,
-}
-
-impl BodyStream {
-    pub fn complete(&self) -> bool {
-        self.filled as u64 == self.staged.value_len
-    }
-}
 
 /// RV: moves the bytes of `c`'s data block that have arrived into its item memory, and
 /// takes them out of the input buffer.

@@ -111,7 +111,7 @@ pub(crate) struct InputEnd {
     /// Bytes from `pos` known to hold no newline (an incomplete text line).
     pub scanned: usize,
     /// At `pos`: a storage command whose line is this long and whose data block of this
-    /// many bytes has not all arrived (crate::stage).
+    /// many bytes has not all arrived (net/src/stage.rs).
     pub body: Option<(usize, usize)>,
 }
 
@@ -179,7 +179,7 @@ impl Client {
 /// every deferrable read to `marks`. `group` tags this client's requests for the engine's
 /// per-client value budget. With `only`, planning stops before the first request whose
 /// engine requests are not all accepted by it (the hot path takes a prefix of reads). With
-/// `staged`, the first request's data block is in item memory, not in `buf` (crate::stage).
+/// `staged`, the first request's data block is in item memory, not in `buf` (net/src/stage.rs).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pp_plan_input<'a>(
     buf: &'a [u8],

@@ -1,13 +1,14 @@
-//! Starting to receive a data block into item memory (crate::stage): the command line is
+//! Starting to receive a data block into item memory (net/src/stage.rs): the command line is
 //! planned as if its value were stored already, and a command that stores a value of its
 //! own (SET, ADD, REPLACE, CAS) gets that value's memory from the engine.
 
 use hkv_engine::{Op, Request};
 use hkv_proto::step::Step;
 
+use crate::conn::BodyStream;
 use crate::plan::{pp_plan_input, ReadMark};
 use crate::sasl::Gate;
-use crate::stage::{rv_drain_body, BodyStream};
+use crate::stage::rv_drain_body;
 
 use super::Worker;
 
