@@ -29,6 +29,8 @@ pub struct ServerStats {
     pub conn_buffer_throttled: AtomicU64,
     /// Data blocks received straight into item memory rather than buffered (net/src/stage.rs).
     pub staged_values: AtomicU64,
+    /// Bytes of the data blocks being received into item memory now (at most half of -m).
+    pub staged_bytes: AtomicUsize,
     /// Provided receive buffers of the workers' io_uring rings: fixed per worker, outside
     /// `-m` and `conn_buffer_limit` (docs/network.md).
     pub ring_buffer_bytes: AtomicUsize,

@@ -17,6 +17,8 @@
 //! A command the engine cannot stage (append, prepend, no memory to take now, an
 //! unauthenticated client) is buffered as before.
 
+use std::sync::atomic::Ordering;
+
 use hkv_engine::SharedEngine;
 
 /// Data blocks of at least this many bytes are received into item memory once their
@@ -25,6 +27,7 @@ use hkv_engine::SharedEngine;
 pub const STAGE_MIN: usize = 64 << 10;
 
 use crate::conn::Conn;
+use crate::shared::Shared;
 
 /// RV: moves the bytes of `c`'s data block that have arrived into its item memory, and
 /// takes them out of the input buffer.
@@ -50,8 +53,31 @@ pub(crate) fn rv_drain_body(c: &mut Conn, engine: &SharedEngine) {
 
 /// Gives back the memory of `c`'s data block, if one is being received (the connection
 /// closes, or its command has run: the engine ignores a stage it has stored).
-pub(crate) fn release_body(c: &mut Conn, engine: &SharedEngine) {
+pub(crate) fn release_body(c: &mut Conn, shared: &Shared) {
     if let Some(b) = c.body.take() {
-        engine.release_staged(&b.staged);
+        shared.engine.release_staged(&b.staged);
+        shared
+            .stats
+            .staged_bytes
+            .fetch_sub(b.staged.value_len as usize, Ordering::Relaxed);
+    }
+}
+
+/// Whether a data block of `vlen` bytes may be staged now: blocks being received may take
+/// at most half of `-m` together, so clients that send command lines and then little or
+/// nothing cannot take all of memory ahead of their data (past that, their blocks are
+/// buffered and bounded by `--conn-buffer-mb`, docs/reliability.md). Counts it if so.
+pub(crate) fn admit(shared: &Shared, vlen: usize) -> bool {
+    let cap = shared.config.memory_limit / 2;
+    let held = &shared.stats.staged_bytes;
+    let mut now = held.load(Ordering::Relaxed);
+    loop {
+        if now.saturating_add(vlen) > cap {
+            return false;
+        }
+        match held.compare_exchange_weak(now, now + vlen, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return true,
+            Err(seen) => now = seen,
+        }
     }
 }

@@ -91,7 +91,7 @@ impl Drop for Worker {
         }
         let bytes: usize = self.conns.iter().map(|(_, c)| c.accounted).sum();
         for (_, c) in self.conns.iter_mut() {
-            crate::stage::release_body(c, &self.shared.engine);
+            crate::stage::release_body(c, &self.shared);
             if let Some((key, _)) = c.registered.take() {
                 self.shared.conns.remove(key);
             }
@@ -416,7 +416,7 @@ impl Worker {
     fn close(&mut self, token: usize) {
         if self.conns.contains(token) {
             let mut c = self.conns.remove(token);
-            crate::stage::release_body(&mut c, &self.shared.engine);
+            crate::stage::release_body(&mut c, &self.shared);
             if let Some((key, _)) = c.registered.take() {
                 self.shared.conns.remove(key);
             }

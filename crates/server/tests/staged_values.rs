@@ -243,3 +243,26 @@ fn clients_sending_large_values_slowly_hold_almost_nothing_in_buffers() {
     whole.extend_from_slice(&v);
     assert_eq!(get(&mut watcher, "slow7"), Some(whole));
 }
+
+#[test]
+fn values_being_received_take_at_most_half_of_memory() {
+    // -m 64: one 24 MiB block may be staged, a second would pass 32 MiB and is buffered.
+    let h = Hkv::start(&["-m", "64", "-I", "24m"]);
+    let mut watcher = h.connect();
+    let v = value(9, 12 << 20);
+    let mut clients: Vec<Client> = (0..2).map(|_| h.connect()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let head = format!("set half{i} 0 0 {}\r\n", 24 << 20);
+        send_slowly(c, head.as_bytes(), &v[..1 << 20], b"");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(staged(&mut watcher), 1, "only the first is staged");
+    assert_eq!(watcher.stat_u64("hkv", "staged_bytes"), Some(24 << 20));
+    for (i, c) in clients.iter_mut().enumerate() {
+        send_slowly(c, b"", &v[1 << 20..], b"");
+        send_slowly(c, b"", &v, b"\r\n");
+        assert_eq!(c.read_until(b"\r\n"), "STORED\r\n", "client {i}");
+    }
+    assert_eq!(watcher.stat_u64("hkv", "staged_bytes"), Some(0));
+    assert_eq!(get(&mut watcher, "half1").map(|x| x.len()), Some(24 << 20));
+}

@@ -291,7 +291,7 @@ impl Worker {
             if end.pos != c.rstart {
                 // The command at the start of the input ran (or was refused): a data block
                 // staged for it is stored now, or its memory goes back.
-                crate::stage::release_body(c, &self.shared.engine);
+                crate::stage::release_body(c, &self.shared);
                 c.stage_refused = false;
             }
             if let Some((header, vlen)) = end.body {

@@ -78,10 +78,17 @@ impl Worker {
             }
             _ => false,
         };
-        let staged = match stores_its_value {
+        let admitted = stores_its_value && crate::stage::admit(&self.shared, vlen);
+        let staged = match admitted {
             true => self.shared.engine.stage_value(batch[0].key, vlen, now),
             false => None,
         };
+        if admitted && staged.is_none() {
+            self.shared
+                .stats
+                .staged_bytes
+                .fetch_sub(vlen, std::sync::atomic::Ordering::Relaxed);
+        }
         match staged {
             Some(staged) => {
                 c.body = Some(BodyStream {
