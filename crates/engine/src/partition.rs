@@ -537,6 +537,40 @@ pub(crate) fn stage_of(s: &hkv_types::Staged) -> hkv_store::Stage {
     }
 }
 
+impl Partition {
+    /// Runs `f` on the store with the reclaim callback every allocation and page move needs
+    /// (evictions noted, reclaimed items dropped from the index), then settles the index:
+    /// a device that failed inside the callback is replaced by a CPU table rebuilt from the
+    /// store (what `f` stored included, the reclaimed and retired items not).
+    pub(crate) fn with_reclaim<R>(
+        &mut self,
+        now: u32,
+        f: impl FnOnce(
+            &mut hkv_store::SlabStore,
+            &mut dyn FnMut(&hkv_store::Item<'_>, Location, Reclaim),
+        ) -> R,
+    ) -> R {
+        let Partition {
+            index,
+            store,
+            pending,
+            evicted,
+            watch,
+            ..
+        } = self;
+        let r = f(store, &mut |item, l, why| {
+            if why == Reclaim::Evicted {
+                note_eviction(evicted, watch, item, l, Some(now));
+            }
+            forget_reclaimed(index, pending, item.key(), l);
+        });
+        let settled = self.index.settle(&self.store);
+        self.dropped.extend(settled);
+        self.free_dropped();
+        r
+    }
+}
+
 /// The store took back the live item `l` of key `k` (CLOCK or expiry): drop it from the index,
 /// or, if it is a newest version still waiting in the same-key table, from there (the key then
 /// reads as missing, and the index entry of its older version goes with the next apply).

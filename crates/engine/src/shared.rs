@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use hkv_index::{hash_key, KeyHash};
+use hkv_index::KeyHash;
 use hkv_mem::Arena;
 use hkv_store::{expiry_from_exptime, ClassInfo, ClassReport, Expiry, ReassignError, StoreStats};
 
 mod crawler;
+mod stage;
 
 use crawler::Crawler;
 pub use crawler::{CrawlerDisabled, CrawlerReport};
@@ -22,7 +23,7 @@ use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::partition::{BatchTiming, Partition};
 use crate::schedule::{ScheduleStats, Scheduler};
 use crate::stats::EngineStats;
-use hkv_types::{Request, Responses, Staged};
+use hkv_types::{Request, Responses};
 
 pub struct SharedEngine {
     arena: Arc<Arena>,
@@ -164,39 +165,6 @@ impl SharedEngine {
 
     pub fn arena(&self) -> &Arena {
         &self.arena
-    }
-
-    /// MM ahead of a command: takes item memory for a value of `value_len` bytes for `key`
-    /// so that its bytes can be received into it (`fill_staged`) and the command then store
-    /// it (`Request::staged`). None if memory cannot be had now.
-    pub fn stage_value(&self, key: &[u8], value_len: usize, now: u32) -> Option<Staged> {
-        let p = hash_key(key).partition(self.partitions.len() as u32);
-        let st = self.lock(p as usize).stage_value(key, value_len, now)?;
-        Some(Staged {
-            partition: p,
-            loc: st.loc,
-            token: st.token,
-            key_len: st.key_len as u32,
-            value_len: st.value_len as u64,
-        })
-    }
-
-    /// Writes `bytes` at `offset` of a staged value. False if the stage is gone.
-    pub fn fill_staged(&self, st: &Staged, offset: usize, bytes: &[u8]) -> bool {
-        match self.partitions.get(st.partition as usize) {
-            Some(_) => self
-                .lock(st.partition as usize)
-                .fill_stage(st, offset, bytes),
-            None => false,
-        }
-    }
-
-    /// Gives back the memory of a staged value whose command will not run (its connection
-    /// closed, its data block was malformed). Nothing happens if it was stored already.
-    pub fn release_staged(&self, st: &Staged) {
-        if (st.partition as usize) < self.partitions.len() {
-            self.lock(st.partition as usize).release_stage(st);
-        }
     }
 
     /// Executes a batch; appends one response per request, in request order.

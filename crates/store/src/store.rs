@@ -539,42 +539,6 @@ impl SlabStore {
         self.evict
     }
 
-    /// Frees every item (`flush_all`). Pages stay with their classes; values still being
-    /// received (store/stage.rs) stay where they are, for the commands that will store them.
-    pub fn clear(&mut self) {
-        for class in &mut self.classes {
-            let mut staged = 0u64;
-            let mut free_head = NO_LOCATION;
-            for slot in (0..class.bump).rev() {
-                let chunk = class.chunk_mut(slot);
-                if chunk[OFF_STATUS] == CHAIN && rd32(chunk, OFF_OWNER) == NO_LOCATION {
-                    staged += 1;
-                    continue;
-                }
-                chunk[OFF_STATUS] = FREE;
-                wr32(chunk, OFF_NEXT_FREE, free_head);
-                free_head = slot;
-            }
-            let bitmap = class.info.bitmap_bytes;
-            for page in &mut class.pages {
-                page[..bitmap].fill(0);
-            }
-            if staged == 0 {
-                // Nothing to step around: every chunk counts as never handed out again.
-                free_head = NO_LOCATION;
-                class.bump = 0;
-            }
-            class.free_head = free_head;
-            class.hand = 0;
-            class.items = 0;
-            class.parts = staged;
-            class.counts.bytes = 0;
-        }
-        self.stats.curr_items = 0;
-        self.stats.bytes = 0;
-        self.sweep_at = (0, 0);
-    }
-
     pub fn page_size(&self) -> usize {
         self.page_size
     }

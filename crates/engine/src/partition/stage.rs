@@ -28,24 +28,9 @@ impl Partition {
         value_len: usize,
         now: u32,
     ) -> Result<hkv_store::Stage, StoreError> {
-        let Partition {
-            index,
-            store,
-            pending,
-            evicted,
-            watch,
-            ..
-        } = self;
-        let staged = store.stage(key, value_len, now, |item, l, why| {
-            if why == Reclaim::Evicted {
-                super::note_eviction(evicted, watch, item, l, Some(now));
-            }
-            forget_reclaimed(index, pending, item.key(), l);
-        });
-        let settled = self.index.settle(&self.store);
-        self.dropped.extend(settled);
-        self.free_dropped();
-        staged
+        self.with_reclaim(now, |store, reclaim| {
+            store.stage(key, value_len, now, reclaim)
+        })
     }
 
     /// Writes bytes of a staged value; false if the stage is gone or they do not fit.

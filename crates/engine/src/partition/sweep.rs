@@ -28,24 +28,7 @@ impl Partition {
     pub fn reassign(&mut self, from: usize, to: usize, now: u32) -> Result<(), ReassignError> {
         // Retired versions pin their pages until the index lets go of them.
         self.apply_pending();
-        let Partition {
-            index,
-            store,
-            pending,
-            evicted,
-            watch,
-            ..
-        } = self;
-        let r = store.reassign(from, to, now, |item, l, why| {
-            if why == Reclaim::Evicted {
-                super::note_eviction(evicted, watch, item, l, Some(now));
-            }
-            forget_reclaimed(index, pending, item.key(), l);
-        });
-        let settled = self.index.settle(&self.store);
-        self.dropped.extend(settled);
-        self.free_dropped();
-        r
+        self.with_reclaim(now, |store, reclaim| store.reassign(from, to, now, reclaim))
     }
 
     pub fn set_automove(&mut self, on: bool) {

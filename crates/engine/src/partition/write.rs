@@ -483,35 +483,22 @@ impl Partition {
         now: u32,
     ) -> Result<(Location, u64), StoreError> {
         let t = self.sample_write.then(std::time::Instant::now);
-        let Partition {
-            index,
-            store,
-            value_buf,
-            pending,
-            evicted,
-            watch,
-            ..
-        } = self;
-        let buf: &[u8] = value_buf;
+        if let Parts::Staged(st) = *value {
+            // Its memory was taken when it arrived: linking it allocates nothing.
+            return self.store.commit_stage(&st, key, flags, raw_expiry, now);
+        }
+        // Out of `self` for the call, so the reclaim callback can borrow the partition.
+        let buf = std::mem::take(&mut self.value_buf);
         let (a, b): (&[u8], &[u8]) = match *value {
             Parts::One(v) => (v, &[]),
-            Parts::Buf => (buf, &[]),
-            Parts::Two(0, v) => (buf, v),
-            Parts::Two(_, v) => (v, buf),
-            // Its memory was taken when it arrived: linking it allocates nothing.
-            Parts::Staged(st) => return store.commit_stage(&st, key, flags, raw_expiry, now),
+            Parts::Two(0, v) => (&buf, v),
+            Parts::Two(_, v) => (v, &buf),
+            Parts::Buf | Parts::Staged(_) => (&buf, &[]),
         };
-        let stored = store.store(key, &[a, b], flags, raw_expiry, now, |item, l, why| {
-            if why == Reclaim::Evicted {
-                super::note_eviction(evicted, watch, item, l, Some(now));
-            }
-            forget_reclaimed(index, pending, item.key(), l);
+        let stored = self.with_reclaim(now, |store, reclaim| {
+            store.store(key, &[a, b], flags, raw_expiry, now, reclaim)
         });
-        // A device that failed inside that callback is replaced by a CPU table rebuilt from
-        // the store now (the new item included, the reclaimed and retired ones not).
-        let settled = self.index.settle(&self.store);
-        self.dropped.extend(settled);
-        self.free_dropped();
+        self.value_buf = buf;
         if let Some(t) = t {
             self.stats.task_mm_ns += t.elapsed().as_nanos() as u64 * WRITE_SAMPLE;
         }
