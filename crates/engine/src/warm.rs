@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use crate::partition::Partition;
 
 const MAGIC: &str = "hkv memory file";
-/// Bumped whenever the item, page or index layout changes.
-const FORMAT: u32 = 1;
+/// Bumped whenever the item, page or index layout changes (2: pages lost their reference
+/// bitmap, CLOCK's bit moved into each item's header).
+const FORMAT: u32 = 2;
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// `-e`: where the memory lives and, on a warm restart, what the last clean stop saved.

@@ -115,11 +115,8 @@ fn a_large_item_limit_leaves_pages_small_so_small_classes_keep_their_items() {
     let big = value(3, 30 << 20);
     assert_eq!(set(&mut c, "big", &big), "STORED\r\n");
     assert_eq!(get(&mut c, "big").as_deref(), Some(&big[..]));
-    // The largest chunk is a 1 MiB page's (less its bitmap word), whatever -I is.
-    assert_eq!(
-        c.stat_u64("settings", "slab_chunk_max"),
-        Some((1 << 20) - 8)
-    );
+    // The largest chunk is a 1 MiB page, whatever -I is.
+    assert_eq!(c.stat_u64("settings", "slab_chunk_max"), Some(1 << 20));
 }
 
 #[test]
@@ -135,7 +132,7 @@ fn regression_stats_slabs_counts_the_parts_of_every_partition() {
     }
     let slabs = c.call("stats slabs\r\n", "END\r\n");
     let used = used_chunks(&slabs);
-    let part = (1 << 20) - 8 - 32;
+    let part = (1 << 20) - 32;
     let per_value = len.div_ceil(part) as u64;
     assert_eq!(c.stat_u64("", "curr_items"), Some(20));
     assert_eq!(used, 20 + 20 * per_value, "{slabs}");

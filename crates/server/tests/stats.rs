@@ -168,31 +168,31 @@ fn stats_hkv_profiles_the_workload() {
             .parse()
             .unwrap_or_else(|_| panic!("{name}"))
     };
-    // Skewed: every request goes to 64 keys (about 8 of them sampled by the sketch, whose
-    // top 8 per partition then hold nearly all sampled requests).
+    // Skewed: every request goes to 128 keys (about 8 of them sampled by the sketch, one
+    // key in 16, whose top 8 per partition then hold most sampled requests).
     let h = Hkv::start(&["-t", "1"]);
     let mut c = h.connect();
     let v = "v".repeat(100);
-    for i in 0..64 {
-        c.call(&format!("set hot{i:02} 0 0 100\r\n{v}\r\n"), "STORED\r\n");
+    for i in 0..128 {
+        c.call(&format!("set hot{i:03} 0 0 100\r\n{v}\r\n"), "STORED\r\n");
     }
-    // The window (a half-life of 8192 requests) holds all of it: 64 + 66 sets, 384 gets.
-    for _ in 0..6 {
-        for i in 0..64 {
-            c.call(&format!("get hot{i:02}\r\n"), "END\r\n");
+    // The window (a half-life of 8192 requests) holds all of it: 128 + 88 sets, 512 gets.
+    for _ in 0..4 {
+        for i in 0..128 {
+            c.call(&format!("get hot{i:03}\r\n"), "END\r\n");
             if i % 6 == 0 {
-                c.call(&format!("set hot{i:02} 0 0 100\r\n{v}\r\n"), "STORED\r\n");
+                c.call(&format!("set hot{i:03} 0 0 100\r\n{v}\r\n"), "STORED\r\n");
             }
         }
     }
     let get_share = profile(&mut c, "profile_get_share");
-    assert!((get_share - 384.0 / 514.0).abs() < 0.03, "{get_share}");
-    assert!((profile(&mut c, "profile_set_share") - 130.0 / 514.0).abs() < 0.03);
-    assert!((profile(&mut c, "profile_key_bytes") - 5.0).abs() < 0.5);
+    assert!((get_share - 512.0 / 728.0).abs() < 0.03, "{get_share}");
+    assert!((profile(&mut c, "profile_set_share") - 216.0 / 728.0).abs() < 0.03);
+    assert!((profile(&mut c, "profile_key_bytes") - 6.0).abs() < 0.5);
     assert!((profile(&mut c, "profile_value_bytes") - 100.0).abs() < 1.0);
     assert!(profile(&mut c, "profile_batch") >= 1.0);
     let skewed = profile(&mut c, "profile_top_key_share");
-    assert!(skewed > 0.4, "64 keys: top share {skewed}");
+    assert!(skewed > 0.4, "128 keys: top share {skewed}");
     // Uniform: 3000 keys read once each.
     let h = Hkv::start(&["-t", "1"]);
     let mut c = h.connect();

@@ -2,10 +2,11 @@
 //!
 //! ```text
 //! byte  0      1       2      3      4..8       8..12   12..16   16..24  24..28  28..32  32..
-//!     status key_len  bits  layout value_len   flags   expiry    cas    atime  unused  key, value
+//!     status key_len  bits  layout value_len   flags   expiry    cas    atime   ref    key, value
 //! ```
 //! `bits` holds the meta protocol's per-item state ([`FETCHED`], [`STALE`], [`WIN_SENT`]);
-//! `atime` is the Unix time of the last access that bumped the item (meta `l`, `me la=`).
+//! `atime` is the Unix time of the last access that bumped the item (meta `l`, `me la=`);
+//! `ref` (byte 28; 29..32 unused) is CLOCK's reference bit, beside what a lookup loads.
 //! A free chunk has status [`FREE`] and keeps the next free slot of its class in bytes 4..8.
 //! Fields are little-endian and unaligned-safe (read through byte slices).
 //!
@@ -35,6 +36,8 @@ pub(crate) const OFF_CAS: usize = 16;
 pub(crate) const OFF_BITS: usize = 2;
 pub(crate) const OFF_ATIME: usize = 24;
 pub(crate) const OFF_LAYOUT: usize = 3;
+/// CLOCK's reference bit (0 or 1).
+pub(crate) const OFF_REFERENCED: usize = 28;
 /// `layout`: the value follows the key in this chunk.
 pub(crate) const LAYOUT_FLAT: u8 = 0;
 /// `layout`: the key is followed by the table of the value's parts.
@@ -88,6 +91,23 @@ impl<'a> Item<'a> {
         &self.chunk[HEADER_BYTES..HEADER_BYTES + self.key_len()]
     }
 
+    /// Whether this item's key is `key`. Every lookup ends here; keys up to 16 bytes (the
+    /// common memcached key) are compared as two overlapping words instead of through a
+    /// `memcmp` call, which cost a tenth of the GET path.
+    #[inline(always)]
+    pub fn key_is(&self, key: &[u8]) -> bool {
+        let n = key.len();
+        if self.key_len() != n {
+            return false;
+        }
+        let mine = &self.chunk[HEADER_BYTES..HEADER_BYTES + n];
+        match n {
+            8..=16 => word8(mine, 0) == word8(key, 0) && word8(mine, n - 8) == word8(key, n - 8),
+            4..=7 => word4(mine, 0) == word4(key, 0) && word4(mine, n - 4) == word4(key, n - 4),
+            _ => mine == key,
+        }
+    }
+
     /// Whether the value is stored in parts (read it with `SlabStore::value_parts`).
     pub fn is_chained(&self) -> bool {
         self.chunk[OFF_LAYOUT] == LAYOUT_CHAINED
@@ -139,5 +159,53 @@ impl<'a> Item<'a> {
 
     pub fn is_expired(&self, now: u32) -> bool {
         crate::expiry::is_expired(self.expiry(), now)
+    }
+}
+
+#[inline(always)]
+fn word8(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_ne_bytes(w)
+}
+
+#[inline(always)]
+fn word4(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_ne_bytes(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn chunk_with_key(key: &[u8]) -> Vec<u8> {
+        let mut chunk = vec![0u8; HEADER_BYTES + key.len()];
+        chunk[OFF_KEY_LEN] = key.len() as u8;
+        chunk[HEADER_BYTES..].copy_from_slice(key);
+        chunk
+    }
+
+    proptest! {
+        /// The word compare agrees with byte equality for every length, including keys
+        /// that differ only in their last or first byte (the words overlap in the middle).
+        #[test]
+        fn key_is_matches_slice_equality(
+            mine in proptest::collection::vec(any::<u8>(), 0..40),
+            other in proptest::collection::vec(any::<u8>(), 0..40),
+            flip in any::<prop::sample::Index>(),
+        ) {
+            let chunk = chunk_with_key(&mine);
+            let item = Item::new(&chunk);
+            prop_assert!(item.key_is(&mine));
+            prop_assert_eq!(item.key_is(&other), mine == other);
+            if !mine.is_empty() {
+                let mut near = mine.clone();
+                near[flip.index(mine.len())] ^= 1;
+                prop_assert!(!item.key_is(&near));
+            }
+        }
     }
 }

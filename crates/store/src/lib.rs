@@ -3,7 +3,7 @@
 //! Items live in fixed-size chunks grouped into slab classes; a class takes whole pages from
 //! the shared memory budget. Every item is addressed by a 32-bit [`Location`] (class bits and
 //! slot bits) so the index can store it in four bytes. When the budget is spent, a class
-//! reuses its own chunks by CLOCK over a reference bitmap kept at the head of each page.
+//! reuses its own chunks by CLOCK over a reference bit kept in each item's header.
 //!
 //! A store belongs to one engine partition and is driven by one thread (`&mut self`); the only
 //! shared step is taking a new page from the [`hkv_mem::Arena`], one atomic operation for a

@@ -25,7 +25,7 @@ use crate::location::{decode, encode, Location, NO_LOCATION};
 
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
-    /// Page size; also the largest chunk (minus one bitmap word). memcached's default: 1 MiB.
+    /// Page size; also the largest chunk. memcached's default: 1 MiB.
     pub page_size: usize,
     /// The longest value stored (memcached's `-I`, less the key and header); values past
     /// the largest chunk are chained (store/chain.rs).
@@ -68,10 +68,16 @@ pub enum Reclaim {
     Expired,
 }
 
+/// Item sizes (header, key and value) whose class is looked up in a table.
+const SMALL_ITEM: usize = 4096;
+
 /// One partition's items. See the crate docs for the memory layout.
 pub struct SlabStore {
     arena: Arc<Arena>,
     classes: Vec<Class>,
+    /// The class of every item size up to [`SMALL_ITEM`] bytes, by `size / 8`: every write
+    /// picks a class, and a search over the classes touches a cache line per probe.
+    small_class: Box<[u8]>,
     page_size: usize,
     stats: StoreStats,
     next_cas: u64,
@@ -104,7 +110,11 @@ impl std::fmt::Debug for SlabStore {
 
 impl SlabStore {
     pub fn new(arena: Arc<Arena>, config: &StoreConfig) -> SlabStore {
-        let classes = chunk_sizes(config.growth_factor, config.page_size)
+        let sizes = chunk_sizes(config.growth_factor, config.page_size);
+        let small_class = (0..=SMALL_ITEM / 8)
+            .map(|i| sizes.partition_point(|&c| c < i * 8).min(u8::MAX as usize) as u8)
+            .collect();
+        let classes = sizes
             .into_iter()
             .map(|chunk| Class {
                 info: ClassInfo::new(chunk, config.page_size),
@@ -120,6 +130,7 @@ impl SlabStore {
         SlabStore {
             arena,
             classes,
+            small_class,
             page_size: config.page_size,
             stats: StoreStats::default(),
             next_cas: config.cas_start.max(1),
@@ -186,7 +197,10 @@ impl SlabStore {
 
     pub fn class_for(&self, key_len: usize, value_len: usize) -> Option<usize> {
         let total = HEADER_BYTES + key_len + value_len;
-        let i = self.classes.partition_point(|c| c.info.chunk < total);
+        let i = match self.small_class.get(total.div_ceil(8)) {
+            Some(&c) if usize::from(c) < u8::MAX as usize => usize::from(c),
+            _ => self.classes.partition_point(|c| c.info.chunk < total),
+        };
         (i < self.classes.len()).then_some(i)
     }
 
@@ -213,7 +227,7 @@ impl SlabStore {
         Some(Item::new(chunk))
     }
 
-    /// Starts loading the header of the item at `loc` and its reference bit.
+    /// Starts loading the header of the item at `loc` (its reference bit included).
     #[inline(always)]
     pub fn prefetch(&self, loc: Location) {
         let (c, slot) = decode(loc);
@@ -222,7 +236,6 @@ impl SlabStore {
                 let (p, off) = class.split(slot);
                 let page = &class.pages[p];
                 hkv_mem::prefetch_read(page[class.chunk_range(off).start..].as_ptr());
-                hkv_mem::prefetch_read(page[off / 64 * 8..].as_ptr());
             }
         }
     }
@@ -260,6 +273,29 @@ impl SlabStore {
 
     /// Records an access for the meta protocol: the item is marked fetched and its access
     /// time set to `now` (memcached does this on every bumping read).
+    /// What a GET hit records, with one slot lookup: the class's hit count and, when the
+    /// read bumps, the CLOCK reference bit and the fetched flag and access time (the header
+    /// is written only when one of those changes: most hits repeat both).
+    #[inline]
+    pub fn record_hit(&mut self, loc: Location, now: u32, bump: bool) {
+        let (c, slot) = decode(loc);
+        let Some(class) = self.classes.get_mut(c) else {
+            return;
+        };
+        class.counts.hits += 1;
+        if !bump || slot >= class.slots() {
+            return;
+        }
+        class.set_referenced(slot, true);
+        let chunk = class.chunk_mut(slot);
+        if chunk[OFF_STATUS] == IN_USE
+            && (chunk[OFF_BITS] & FETCHED == 0 || rd32(chunk, OFF_ATIME) != now)
+        {
+            chunk[OFF_BITS] |= FETCHED;
+            wr32(chunk, OFF_ATIME, now);
+        }
+    }
+
     pub fn mark_fetched(&mut self, loc: Location, now: u32) {
         if let Some(chunk) = self.live_chunk_mut(loc) {
             chunk[OFF_BITS] |= FETCHED;

@@ -75,7 +75,7 @@ fn garbage_locations_are_misses() {
 #[test]
 fn too_large_and_key_too_long() {
     let arena = Arc::new(Arena::new(1 << 20).unwrap());
-    let max = (64 << 10) - 8 - HEADER_BYTES;
+    let max = (64 << 10) - HEADER_BYTES;
     let cfg = StoreConfig {
         page_size: 64 << 10,
         max_value: max,
@@ -95,7 +95,7 @@ fn too_large_and_key_too_long() {
         s.store(&[b'k'; 251], &[b"v"], 0, 0, NOW, |_, _, _| {}),
         Err(StoreError::KeyTooLong)
     );
-    assert_eq!(max, (64 << 10) - 8 - HEADER_BYTES);
+    assert_eq!(max, (64 << 10) - HEADER_BYTES);
 }
 
 #[test]
@@ -437,4 +437,31 @@ fn a_crawl_in_slices_frees_every_expired_item_of_its_classes_once() {
     );
     assert!(cursor.done);
     assert_eq!(s.stats().crawler_checked, 34);
+}
+
+#[test]
+fn class_for_picks_the_smallest_chunk_that_holds_the_item() {
+    for page in [4096usize, 64 << 10, 1 << 20] {
+        for factor in [1.05, 1.25, 2.0] {
+            let arena = Arc::new(Arena::new(1 << 20).unwrap());
+            let cfg = StoreConfig {
+                page_size: page,
+                growth_factor: factor,
+                ..StoreConfig::default()
+            };
+            let s = SlabStore::new(arena, &cfg);
+            let sizes = hkv_store::chunk_sizes(factor, page);
+            for key_len in [0usize, 1, 7, 8, 9, 16, 250] {
+                for value_len in (0..9000).chain([page - HEADER_BYTES - key_len, page, 1 << 21]) {
+                    let total = HEADER_BYTES + key_len + value_len;
+                    let want = sizes.iter().position(|&c| c >= total);
+                    assert_eq!(
+                        s.class_for(key_len, value_len),
+                        want,
+                        "page {page} factor {factor} key {key_len} value {value_len}"
+                    );
+                }
+            }
+        }
+    }
 }

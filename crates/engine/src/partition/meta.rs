@@ -59,14 +59,7 @@ impl Partition {
         if bits & hit::WIN != 0 {
             self.store.update_bits(loc, WIN_SENT, 0);
         }
-        self.store.note_hit(loc);
-        if !req.meta.no_bump {
-            self.store.touch_ref(loc);
-            // Only dirty the header when something changes: most hits repeat both.
-            if state & FETCHED == 0 || atime != now {
-                self.store.mark_fetched(loc, now);
-            }
-        }
+        self.store.record_hit(loc, now, !req.meta.no_bump);
         r
     }
 

@@ -211,7 +211,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "lru_crawler_tocrawl", Setting, "chunks examined per class per crawl (0: all)", |s| Val::U(u64::from(s.shared.engine.crawler().tocrawl));
     "watcher_logbuf_size", Setting, "bytes of watch lines kept per watcher", |_| Val::U(hkv_engine::watch::WATCHER_BUFFER as u64);
     "slab_automove", Setting, "a class without a page takes one from another (slabs automove)", |s| Val::U(u64::from(s.shared.engine.automove()));
-    "slab_chunk_max", Setting, "largest chunk (one per page)", |s| Val::U((s.shared.config.page_size - 8) as u64);
+    "slab_chunk_max", Setting, "largest chunk (one per page)", |s| Val::U(s.shared.config.page_size as u64);
     "hash_algorithm", Setting, "key hash", |_| Val::Str("xxh3");
     "flush_enabled", Setting, "flush_all is allowed", |_| Val::Str("yes");
     "dump_enabled", Setting, "cachedump and metadump are allowed (-X turns them off)", |s| Val::Str(if s.shared.config.disable_dumping { "no" } else { "yes" });

@@ -69,6 +69,10 @@ impl SlabStore {
 
     /// Appends `item`'s value to `out`.
     pub fn copy_value(&self, item: &Item<'_>, out: &mut Vec<u8>) {
+        if let Some(v) = item.flat_value() {
+            out.extend_from_slice(v);
+            return;
+        }
         out.reserve(item.value_len());
         for part in self.value_parts(item) {
             out.extend_from_slice(part);

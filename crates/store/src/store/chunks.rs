@@ -1,10 +1,11 @@
-//! One class's chunks: pages of `[reference bitmap][chunk][chunk]...`, slots numbered
-//! across its pages, and the CLOCK reference bit of each.
+//! One class's chunks: pages of `[chunk][chunk]...`, slots numbered across its pages, and
+//! the CLOCK reference bit of each (in its header).
 
 use hkv_mem::Carved;
 
 use super::ClassCounts;
 use crate::class::ClassInfo;
+use crate::item::OFF_REFERENCED;
 
 pub(super) struct Class {
     pub(super) info: ClassInfo,
@@ -28,13 +29,13 @@ impl Class {
 
     #[inline(always)]
     pub(super) fn split(&self, slot: u32) -> (usize, usize) {
-        let per = self.info.per_page;
-        ((slot / per) as usize, (slot % per) as usize)
+        let (page, off) = self.info.split(slot);
+        (page as usize, off as usize)
     }
 
     #[inline(always)]
     pub(super) fn chunk_range(&self, off: usize) -> std::ops::Range<usize> {
-        let start = self.info.bitmap_bytes + off * self.info.chunk;
+        let start = off * self.info.chunk;
         start..start + self.info.chunk
     }
 
@@ -51,25 +52,18 @@ impl Class {
         &mut self.pages[p][r]
     }
 
+    /// CLOCK's reference bit lives in the item header, on the line a lookup's key compare
+    /// has just loaded: a separate bitmap cost every GET a third cache miss.
     #[inline(always)]
-    pub(super) fn ref_word(&self, slot: u32) -> (usize, usize, u64) {
-        let (p, off) = self.split(slot);
-        let w = off / 64 * 8;
-        (p, w, 1u64 << (off % 64))
-    }
-
     pub(super) fn referenced(&self, slot: u32) -> bool {
-        let (p, w, bit) = self.ref_word(slot);
-        u64::from_le_bytes(self.pages[p][w..w + 8].try_into().expect("8 bytes")) & bit != 0
+        self.chunk(slot)[OFF_REFERENCED] != 0
     }
 
+    #[inline(always)]
     pub(super) fn set_referenced(&mut self, slot: u32, on: bool) {
-        let (p, w, bit) = self.ref_word(slot);
-        let word = &mut self.pages[p][w..w + 8];
-        let v = u64::from_le_bytes((&*word).try_into().expect("8 bytes"));
-        let nv = if on { v | bit } else { v & !bit };
-        if nv != v {
-            word.copy_from_slice(&nv.to_le_bytes());
+        let chunk = self.chunk_mut(slot);
+        if (chunk[OFF_REFERENCED] != 0) != on {
+            chunk[OFF_REFERENCED] = u8::from(on);
         }
     }
 }

@@ -25,7 +25,7 @@ impl SlabStore {
     /// Adds a page to class `c` and hands out its first chunk.
     pub(super) fn give_page(&mut self, c: usize, mut page: Carved, moved: bool) -> u32 {
         // A page moved from another class holds that class's bytes; chunks are told apart
-        // by their status byte and reference bits by the bitmap, so all of it starts zeroed
+        // by their status byte and reference bits by a header byte, so all of it starts zeroed
         // (a page fresh from the arena already is).
         if moved {
             page.fill(0);

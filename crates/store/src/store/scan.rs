@@ -25,10 +25,6 @@ impl SlabStore {
                 wr32(chunk, OFF_NEXT_FREE, free_head);
                 free_head = slot;
             }
-            let bitmap = class.info.bitmap_bytes;
-            for page in &mut class.pages {
-                page[..bitmap].fill(0);
-            }
             if staged == 0 {
                 // Nothing to step around: every chunk counts as never handed out again.
                 free_head = NO_LOCATION;
