@@ -1,0 +1,140 @@
+//! Batched search on the device: chunks alternating over two queues, and the sub-tables of
+//! a table larger than one device allocation.
+
+use opencl3::kernel::ExecuteKernel;
+use opencl3::types::{cl_uint, CL_NON_BLOCKING};
+
+use super::{err, OclIndex, GROUP, PIPELINE_CHUNK};
+use crate::hash::KeyHash;
+use crate::{IndexError, Location, NO_LOCATION};
+
+impl OclIndex {
+    /// Batched search. A large batch is cut into chunks that alternate between two in-order
+    /// queues, so one chunk's copies overlap another's kernel (Mega-KV's streams). Device
+    /// time is read from profiling events: copy and kernel time as the device saw them.
+    pub fn try_search(&self, hashes: &[KeyHash], out: &mut [Location]) -> Result<(), IndexError> {
+        if self.tables.len() == 1 {
+            return self.search_in(0, hashes, out);
+        }
+        for t in 0..self.tables.len() {
+            let idx: Vec<usize> = (0..hashes.len())
+                .filter(|&i| self.table_of(&hashes[i]) == t)
+                .collect();
+            if idx.is_empty() {
+                continue;
+            }
+            let hs: Vec<KeyHash> = idx.iter().map(|&i| hashes[i]).collect();
+            let mut o = vec![NO_LOCATION; hs.len()];
+            self.search_in(t, &hs, &mut o)?;
+            for (j, &i) in idx.iter().enumerate() {
+                out[i] = o[j];
+            }
+        }
+        Ok(())
+    }
+
+    /// Which sub-table holds a key's buckets.
+    pub(super) fn table_of(&self, h: &KeyHash) -> usize {
+        ((h.lo >> self.sub_shift) as usize) & (self.tables.len() - 1)
+    }
+
+    /// Number of sub-tables the index is split into.
+    pub fn sub_tables(&self) -> usize {
+        self.tables.len()
+    }
+
+    fn search_in(
+        &self,
+        t: usize,
+        hashes: &[KeyHash],
+        out: &mut [Location],
+    ) -> Result<(), IndexError> {
+        let n = hashes.len();
+        if n == 0 {
+            return Ok(());
+        }
+        self.launch()?;
+        self.timing
+            .batches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let sigs: Vec<u32> = hashes.iter().map(|h| h.sig).collect();
+        let los: Vec<u32> = hashes.iter().map(|h| h.lo).collect();
+        let chunk = if n >= 2 * PIPELINE_CHUNK {
+            PIPELINE_CHUNK
+        } else {
+            n
+        };
+        let mask = self.mask;
+        let mut buffers = Vec::new();
+        let mut copies = Vec::new();
+        let mut kernels = Vec::new();
+        for (ci, start) in (0..n).step_by(chunk).enumerate() {
+            let end = (start + chunk).min(n);
+            let m = end - start;
+            let q = &self.queues[ci % self.queues.len()];
+            let zero_copy = self.zero_copy;
+            let (mut bs, mut bl, bo) = if zero_copy {
+                // The device reads host memory directly: no copy in.
+                (
+                    self.host_input(&sigs[start..end])?,
+                    self.host_input(&los[start..end])?,
+                    self.scratch(m)?,
+                )
+            } else {
+                (self.input(m)?, self.input(m)?, self.scratch(m)?)
+            };
+            let mm = m as cl_uint;
+            // SAFETY: non-blocking copies from `sigs` and `los` and into `out`, all of which
+            // outlive the `finish` of every queue below; each buffer holds m words; the kernel's
+            // arguments match `search` in index.cl and it guards i < m.
+            unsafe {
+                if !zero_copy {
+                    copies.push(
+                        q.enqueue_write_buffer(&mut bs, CL_NON_BLOCKING, 0, &sigs[start..end], &[])
+                            .map_err(|e| err("copy in", e))?,
+                    );
+                    copies.push(
+                        q.enqueue_write_buffer(&mut bl, CL_NON_BLOCKING, 0, &los[start..end], &[])
+                            .map_err(|e| err("copy in", e))?,
+                    );
+                }
+                kernels.push(
+                    ExecuteKernel::new(&self.search)
+                        .set_arg(&self.tables[t])
+                        .set_arg(&bs)
+                        .set_arg(&bl)
+                        .set_arg(&bo)
+                        .set_arg(&mm)
+                        .set_arg(&mask)
+                        .set_global_work_size(Self::global(m))
+                        .set_local_work_size(GROUP)
+                        .enqueue_nd_range(q)
+                        .map_err(|e| err("search", e))?,
+                );
+                copies.push(
+                    q.enqueue_read_buffer(&bo, CL_NON_BLOCKING, 0, &mut out[start..end], &[])
+                        .map_err(|e| err("copy out", e))?,
+                );
+            }
+            buffers.push((bs, bl, bo));
+        }
+        for q in &self.queues {
+            q.finish().map_err(|e| err("finish", e))?;
+        }
+        let span = |e: &opencl3::event::Event| -> u64 {
+            match (e.profiling_command_start(), e.profiling_command_end()) {
+                (Ok(a), Ok(b)) => b.saturating_sub(a),
+                _ => 0,
+            }
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        self.timing
+            .copy_ns
+            .fetch_add(copies.iter().map(span).sum(), Relaxed);
+        self.timing
+            .kernel_ns
+            .fetch_add(kernels.iter().map(span).sum(), Relaxed);
+        drop(buffers);
+        Ok(())
+    }
+}
