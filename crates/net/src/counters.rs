@@ -36,6 +36,8 @@ pub struct ServerStats {
     pub ring_buffer_bytes: AtomicUsize,
     /// Workers running the io_uring loop (the rest run epoll).
     pub uring_workers: AtomicUsize,
+    /// Listening sockets with a multishot io_uring accept armed (0: accepted on epoll).
+    pub uring_listeners: AtomicUsize,
     /// Connections closed for idling longer than `idle_timeout` (memcached's name).
     pub idle_kicks: AtomicU64,
     /// SASL commands and failed authentications (memcached's `auth_cmds`, `auth_errors`).

@@ -5,6 +5,7 @@
 //! request, runs them all through the engine as **one batch**, and writes each connection's
 //! responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
 
+mod accept;
 mod admin;
 mod clock;
 mod config;
@@ -33,8 +34,8 @@ use std::thread::JoinHandle;
 
 use hkv_engine::SharedEngine;
 use mio::net::TcpListener;
-use mio::{Events, Interest, Poll, Token, Waker};
-use stream::{Listener, Stream};
+use mio::{Poll, Token, Waker};
+use stream::Listener;
 
 pub use config::{IoMode, NetConfig};
 pub use counters::ServerStats;
@@ -73,7 +74,6 @@ pub struct Server {
     threads: Vec<JoinHandle<()>>,
 }
 
-const LISTENER: Token = Token(0);
 const ACCEPT_WAKE: Token = Token(1);
 
 impl Server {
@@ -170,12 +170,6 @@ impl Server {
             wakers.push(waker);
         }
         let poll = Poll::new()?;
-        poll.registry()
-            .register(&mut listeners[0], LISTENER, Interest::READABLE)?;
-        for (i, l) in listeners.iter_mut().enumerate().skip(1) {
-            poll.registry()
-                .register(l, Token(ACCEPT_WAKE.0 + i), Interest::READABLE)?;
-        }
         let accept_waker = Arc::new(Waker::new(poll.registry(), ACCEPT_WAKE)?);
         wakers.push(Arc::clone(&accept_waker));
         let _ = shared.wakers.set(wakers.clone());
@@ -183,7 +177,9 @@ impl Server {
         handles.push(
             std::thread::Builder::new()
                 .name("hkv-accept".into())
-                .spawn(move || accept_loop(poll, listeners, senders, acc_shared))?,
+                .spawn(move || {
+                    accept::run(poll, listeners, senders, acc_shared, io == IoMode::Uring)
+                })?,
         );
         if let Some(a) = admin {
             let ashared = Arc::clone(&shared);
@@ -442,94 +438,5 @@ fn train_router(router: &Router, shared: &Shared) {
         next = std::time::Instant::now() + shared.config.hot_epoch;
         let st = shared.engine.store_stats();
         router.retrain(st.curr_items, st.bytes);
-    }
-}
-
-fn accept_loop(
-    mut poll: Poll,
-    listeners: Vec<Listener>,
-    workers: Vec<(mpsc::Sender<Stream>, Arc<Waker>)>,
-    shared: Arc<Shared>,
-) {
-    let mut events = Events::with_capacity(64);
-    let next = AtomicUsize::new(0);
-    // After EMFILE the pending connection stays queued and no new readiness event comes for
-    // it: retry on a timer instead of waiting for the next client.
-    let mut backoff: Option<std::time::Duration> = None;
-    while !shared.stop.load(Ordering::SeqCst) {
-        if let Err(e) = poll.poll(&mut events, backoff.take()) {
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            tracing::error!(error = %e, "accept poll failed");
-            break;
-        }
-        if shared.stop.load(Ordering::SeqCst) {
-            break;
-        }
-        // Readiness says little here (edge-triggered, several listeners): every listener is
-        // drained on every wake-up.
-        for listener in &listeners {
-            loop {
-                match listener.accept() {
-                    Ok((mut stream, peer)) => {
-                        let curr = shared.stats.curr_connections.load(Ordering::Relaxed);
-                        if curr >= shared.config.max_connections {
-                            // memcached's answer at its connection limit.
-                            use std::io::Write;
-                            let _ = stream.write(b"ERROR Too many open connections\r\n");
-                            shared
-                                .stats
-                                .rejected_connections
-                                .fetch_add(1, Ordering::Relaxed);
-                            continue;
-                        }
-                        shared
-                            .stats
-                            .curr_connections
-                            .fetch_add(1, Ordering::Relaxed);
-                        shared
-                            .stats
-                            .total_connections
-                            .fetch_add(1, Ordering::Relaxed);
-                        let first = next.fetch_add(1, Ordering::Relaxed);
-                        let mut stream = Some(stream);
-                        // A worker that died (a panic) has dropped its receiver: its turn goes to
-                        // the next live one.
-                        for k in 0..workers.len() {
-                            let i = (first + k) % workers.len();
-                            match workers[i].0.send(stream.take().expect("held")) {
-                                Ok(()) => {
-                                    tracing::debug!(%peer, worker = i, "accepted");
-                                    let _ = workers[i].1.wake();
-                                    break;
-                                }
-                                Err(mpsc::SendError(s)) => stream = Some(s),
-                            }
-                        }
-                        if stream.is_some() {
-                            tracing::error!("no worker is left to take connections; stopping");
-                            shared
-                                .stats
-                                .curr_connections
-                                .fetch_sub(1, Ordering::Relaxed);
-                            shared.stop_all();
-                        }
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => {
-                        // EMFILE and friends: try again shortly, when descriptors may be free.
-                        tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
-                        shared
-                            .stats
-                            .listen_disabled_num
-                            .fetch_add(1, Ordering::Relaxed);
-                        backoff = Some(std::time::Duration::from_millis(10));
-                        break;
-                    }
-                }
-            }
-        }
     }
 }

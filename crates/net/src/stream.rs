@@ -171,23 +171,50 @@ impl Listener {
         }
     }
 
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match self {
+            Listener::Tcp(l, _) => l.as_raw_fd(),
+            Listener::Unix(l) => l.as_raw_fd(),
+        }
+    }
+
     /// Accepts one connection; TCP ones without Nagle (replies are written whole).
     pub fn accept(&self) -> io::Result<(Stream, String)> {
         match self {
             Listener::Tcp(l, tls) => {
                 let (s, peer) = l.accept()?;
-                let _ = s.set_nodelay(true);
-                let stream = match tls {
-                    Some(tls) => Stream::Tls(Box::new(tls.accept(s).map_err(io::Error::other)?)),
-                    None => Stream::Tcp(s),
-                };
-                Ok((stream, peer.to_string()))
+                Ok((Self::tcp_stream(s, tls)?, peer.to_string()))
             }
             Listener::Unix(l) => {
                 let (s, _) = l.accept()?;
                 Ok((Stream::Unix(s), "unix".to_string()))
             }
         }
+    }
+
+    /// A connection this listener's socket accepted elsewhere (an io_uring accept): the
+    /// descriptor must be non-blocking, as `accept` makes it.
+    pub fn adopt(&self, fd: std::os::fd::OwnedFd) -> io::Result<(Stream, String)> {
+        match self {
+            Listener::Tcp(_, tls) => {
+                let s = TcpStream::from_std(std::net::TcpStream::from(fd));
+                let peer = s.peer_addr()?;
+                Ok((Self::tcp_stream(s, tls)?, peer.to_string()))
+            }
+            Listener::Unix(_) => {
+                let s = UnixStream::from_std(std::os::unix::net::UnixStream::from(fd));
+                Ok((Stream::Unix(s), "unix".to_string()))
+            }
+        }
+    }
+
+    fn tcp_stream(s: TcpStream, tls: &Option<Arc<Tls>>) -> io::Result<Stream> {
+        let _ = s.set_nodelay(true);
+        Ok(match tls {
+            Some(tls) => Stream::Tls(Box::new(tls.accept(s).map_err(io::Error::other)?)),
+            None => Stream::Tcp(s),
+        })
     }
 }
 

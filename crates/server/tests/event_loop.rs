@@ -262,3 +262,61 @@ fn connections_reset_mid_request_or_mid_reply_are_all_released() {
         );
     }
 }
+
+#[test]
+fn connections_opened_and_closed_in_a_storm_are_all_served_on_each_loop() {
+    // The acceptor: multishot io_uring accepts with the io_uring loop, epoll otherwise.
+    for io in loops() {
+        let h = Hkv::start(&["-t", "2", "--io", io, "-c", "32"]);
+        let mut admin = h.connect();
+        assert_eq!(
+            admin.stat_u64("hkv", "uring_listeners"),
+            Some(u64::from(io == "uring")),
+            "{io}"
+        );
+        let addr = h.addr;
+        let served: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|t| {
+                    s.spawn(move || {
+                        let mut ok = 0;
+                        for i in 0..150 {
+                            let mut c = Client::connect(addr);
+                            let key = format!("storm{t}_{i}");
+                            let reply = c
+                                .call(&format!("set {key} 0 0 1\r\nv\r\nget {key}\r\n"), "END\r\n");
+                            ok += usize::from(
+                                reply == format!("STORED\r\nVALUE {key} 0 1\r\nv\r\nEND\r\n"),
+                            );
+                        }
+                        ok
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(served, 600, "{io}");
+        assert_eq!(admin.stat_u64("", "total_connections"), Some(601), "{io}");
+        // Closed connections are counted down (the workers see the closes shortly).
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while admin.stat_u64("", "curr_connections") != Some(1) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{io}: connections leak"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The limit still holds: 31 more held, the next is told and closed.
+        let mut held: Vec<Client> = (0..31).map(|_| h.connect()).collect();
+        for c in held.iter_mut() {
+            c.expect("verbosity 1\r\n", "OK\r\n");
+        }
+        let mut extra = h.connect();
+        assert_eq!(
+            extra.read_to_close().unwrap_or_default(),
+            "ERROR Too many open connections\r\n",
+            "{io}"
+        );
+        assert_eq!(admin.stat_u64("", "rejected_connections"), Some(1), "{io}");
+    }
+}

@@ -327,6 +327,7 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "staged_values", Counter, "large values received straight into item memory", |s| s.server(|v| load(&v.staged_values));
     "staged_bytes", Gauge, "bytes of values being received into item memory now", |s| Val::U(s.shared.stats.staged_bytes.load(Ordering::Relaxed) as u64);
     "uring_workers", Gauge, "workers on the io_uring loop (the others on epoll)", |s| Val::U(s.shared.stats.uring_workers.load(Ordering::Relaxed) as u64);
+    "uring_listeners", Gauge, "listening sockets accepted by multishot io_uring accepts (the acceptor uses epoll at 0)", |s| Val::U(s.shared.stats.uring_listeners.load(Ordering::Relaxed) as u64);
     "busy_poll_us", Setting, "--busy-poll-us", |s| Val::U(s.shared.config.busy_poll.as_micros() as u64);
     "ring_buffer_bytes", Gauge, "io_uring provided receive buffers, fixed per worker", |s| Val::U(s.shared.stats.ring_buffer_bytes.load(Ordering::Relaxed) as u64);
     "task_rv_ns", Counter, "RV: receiving", |s| s.server(|v| load(&v.tasks.rv));

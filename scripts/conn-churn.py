@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Connection storms: clients that connect, send one request, read the reply and close, as
+clients without persistent connections do. Runs hkv (acceptor on multishot io_uring accepts,
+and on epoll) and memcached side by side, and prints connections per second and the
+server's CPU per connection (from /proc, user + system), median of --runs rounds.
+
+    python3 scripts/conn-churn.py [--hkv target/release/hkv] [--hkv-before OTHER] [--procs 2]
+
+The clients are Python processes on the same machine: on a small machine they, not the
+server, set the rate, which is why CPU per connection is the figure to compare.
+"""
+import argparse
+import multiprocessing
+import os
+import socket
+import statistics
+import subprocess
+import time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def storm(port, seconds, out):
+    n = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"get churn\r\n")
+        buf = b""
+        while not buf.endswith(b"END\r\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                raise RuntimeError("server closed the connection")
+            buf += chunk
+        s.close()
+        n += 1
+    out.put(n)
+
+
+def wait_port(port):
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return
+        except OSError:
+            time.sleep(0.025)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+def measure(cmd, port, procs, seconds):
+    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        q = multiprocessing.Queue()
+        t0, c0 = time.time(), cpu_ticks(server.pid)
+        ps = [multiprocessing.Process(target=storm, args=(port, seconds, q)) for _ in range(procs)]
+        for p in ps:
+            p.start()
+        total = sum(q.get() for _ in ps)
+        for p in ps:
+            p.join()
+        dt, dc = time.time() - t0, cpu_ticks(server.pid) - c0
+        hz = os.sysconf("SC_CLK_TCK")
+        return total / dt, dc / hz / total * 1e6
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hkv", default="target/release/hkv")
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--seconds", type=float, default=5)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--hkv-before", help="another hkv build to compare (its default loop)")
+    a = ap.parse_args()
+    servers = {
+        "hkv --io uring": lambda p: [a.hkv, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "--io", "uring"],
+        "hkv --io epoll": lambda p: [a.hkv, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "--io", "epoll"],
+        "memcached": lambda p: ["memcached", "-u", "root", "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "-U", "0"],
+    }
+    if a.hkv_before:
+        servers["hkv before"] = lambda p: [a.hkv_before, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads)]
+    results = {name: [] for name in servers}
+    for _ in range(a.runs):
+        for name, cmd in servers.items():
+            port = free_port()
+            results[name].append(measure(cmd(port), port, a.procs, a.seconds))
+    print(f"| server | connections/s | server CPU per connection (us) |  ({a.procs} client processes, {a.runs} runs, medians)")
+    print("| --- | ---: | ---: |")
+    for name, rs in results.items():
+        rate = statistics.median(r[0] for r in rs)
+        cpu = statistics.median(r[1] for r in rs)
+        print(f"| {name} | {rate:,.0f} | {cpu:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
