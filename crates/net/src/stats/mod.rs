@@ -3,10 +3,13 @@
 
 pub(crate) mod conns;
 pub(crate) mod detail;
+mod dump;
 pub(crate) mod prometheus;
 mod registry;
+mod reply;
 
-pub(crate) use registry::{metadump, stats_reply, StatsError, StatsReply};
+pub(crate) use dump::metadump;
+pub(crate) use reply::{stats_reply, StatsError, StatsReply};
 
 use crate::shared::Shared;
 use hkv_proto::reply::line;

@@ -5,7 +5,8 @@
 
 use std::collections::HashMap;
 
-use super::registry::{stats_reply, StatsReply, HKV_DEFS};
+use super::registry::HKV_DEFS;
+use super::reply::{stats_reply, StatsReply};
 use crate::shared::Shared;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
