@@ -60,6 +60,8 @@ pub struct Partition {
     group: Vec<u32>,
     group_hashes: Vec<KeyHash>,
     group_locs: Vec<Location>,
+    /// What KC found for each read of the group.
+    group_kc: Vec<read::Kc>,
     value_buf: Vec<u8>,
     /// The current batch's index work, for the scheduler's cost fit.
     timing: BatchTiming,
@@ -188,6 +190,7 @@ impl Partition {
             group: Vec::with_capacity(READ_GROUP),
             group_hashes: Vec::with_capacity(READ_GROUP),
             group_locs: Vec::with_capacity(READ_GROUP),
+            group_kc: Vec::with_capacity(READ_GROUP),
             value_buf: Vec::new(),
             timing: BatchTiming::default(),
             pending: SameKeyTable::default(),

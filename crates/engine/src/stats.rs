@@ -6,11 +6,13 @@ pub const WRITE_SAMPLE: u64 = 8;
 pub struct EngineStats {
     pub batches: u64,
     /// DIDO's engine tasks, in nanoseconds: IN (index searches, inserts and deletes, delayed
-    /// writes applied), KC+RD (key compare and reply of reads) and MM (slab allocation and
-    /// value copy of writes). Reads are timed per group of 64; a write's MM and IN parts on
-    /// one write in [`WRITE_SAMPLE`], scaled up.
+    /// writes applied), KC (key compare of reads, with the item loads it waits for), RD
+    /// (replies of reads: value copies) and MM (slab allocation and value copy of writes).
+    /// Reads are timed per group of 64; a write's MM and IN parts on one write in
+    /// [`WRITE_SAMPLE`], scaled up.
     pub task_in_ns: u64,
-    pub task_kc_rd_ns: u64,
+    pub task_kc_ns: u64,
+    pub task_rd_ns: u64,
     pub task_mm_ns: u64,
     pub get_hits: u64,
     pub get_misses: u64,
@@ -66,7 +68,8 @@ impl EngineStats {
         sum!(
             batches,
             task_in_ns,
-            task_kc_rd_ns,
+            task_kc_ns,
+            task_rd_ns,
             task_mm_ns,
             get_hits,
             get_misses,

@@ -306,7 +306,7 @@ fn stats_hkv_times_every_dido_task() {
         c.call(&format!("set k{i} 0 0 1\r\nx\r\nget k{i}\r\n"), "END\r\n");
     }
     let after = c.call("stats hkv\r\n", "END\r\n");
-    for n in ["rv", "pp", "engine", "in", "kc_rd", "mm", "wr", "sd"] {
+    for n in ["rv", "pp", "engine", "in", "kc", "rd", "mm", "wr", "sd"] {
         assert!(
             task(&after, n) > task(&before, n),
             "task_{n}_ns did not grow over 400 requests"

@@ -333,7 +333,8 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "task_pp_ns", Counter, "PP: parsing and planning", |s| s.server(|v| load(&v.tasks.pp));
     "task_engine_ns", Counter, "MM, IN, KC and RD: the engine", |s| s.server(|v| load(&v.tasks.engine));
     "task_in_ns", Counter, "IN inside the engine: index searches, inserts, deletes, delayed writes applied", |s| Val::U(s.e.task_in_ns);
-    "task_kc_rd_ns", Counter, "KC and RD inside the engine: key compare and reply of reads", |s| Val::U(s.e.task_kc_rd_ns);
+    "task_kc_ns", Counter, "KC inside the engine: key compare of reads, with the item loads it waits for", |s| Val::U(s.e.task_kc_ns);
+    "task_rd_ns", Counter, "RD inside the engine: replies of reads (value copies)", |s| Val::U(s.e.task_rd_ns);
     "task_mm_ns", Counter, "MM inside the engine: slab allocation and value copy of writes (sampled)", |s| Val::U(s.e.task_mm_ns);
     "task_wr_ns", Counter, "WR: composing replies", |s| s.server(|v| load(&v.tasks.wr));
     "task_sd_ns", Counter, "SD: sending", |s| s.server(|v| load(&v.tasks.sd));
