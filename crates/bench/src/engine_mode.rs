@@ -253,10 +253,29 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             });
             emit("index (hash+search)", Some(dist), runs, limit);
 
+            let before: Vec<_> = parts.iter().map(|p| p.stats()).collect();
             let runs = measure(args.runs, &mut parts, &streams, |p, s| {
                 engine_mix(p, s, args.batch, &value, true)
             });
             let get_path = emit("GET path (MM IN KC RD)", Some(dist), runs, limit);
+            if !args.json {
+                // Where a GET's time goes, from the engine's own task timers.
+                let (mut gets, mut t_in, mut t_kc, mut t_rd) = (0u64, 0u64, 0u64, 0u64);
+                for (p, b) in parts.iter().zip(&before) {
+                    let a = p.stats();
+                    gets += (a.get_hits + a.get_misses) - (b.get_hits + b.get_misses);
+                    t_in += a.task_in_ns - b.task_in_ns;
+                    t_kc += a.task_kc_ns - b.task_kc_ns;
+                    t_rd += a.task_rd_ns - b.task_rd_ns;
+                }
+                let per = |t: u64| t as f64 / gets.max(1) as f64;
+                println!(
+                    "      per GET: IN {:.0} ns, KC {:.0} ns, RD {:.0} ns (the rest: hashing, batching, profiling)",
+                    per(t_in),
+                    per(t_kc),
+                    per(t_rd)
+                );
+            }
 
             if let Some(map) = &map {
                 let runs: Vec<f64> = (0..args.runs)
