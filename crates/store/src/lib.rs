@@ -21,6 +21,6 @@ pub use expiry::{expiry_from_exptime, Expiry, REALTIME_MAXDELTA};
 pub use item::{Item, BINARY_KEY, FETCHED, HEADER_BYTES, MAX_KEY_LEN, STALE, WIN_SENT};
 pub use location::{Location, LOCATION_CLASS_BITS, MAX_CLASSES, NO_LOCATION};
 pub use store::{
-    ClassCounts, ClassImage, ClassOp, ClassReport, CrawlCursor, ReassignError, Reclaim,
+    ClassCounts, ClassImage, ClassOp, ClassReport, CrawlCursor, HitHeader, ReassignError, Reclaim,
     RestoreError, SlabStore, Stage, StoreConfig, StoreError, StoreImage, StoreStats, ValueParts,
 };

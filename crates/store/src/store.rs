@@ -3,6 +3,7 @@
 mod chain;
 mod chunks;
 mod evict;
+mod hit;
 mod pages;
 mod report;
 mod scan;
@@ -10,6 +11,7 @@ mod stage;
 mod warm;
 pub use chain::ValueParts;
 use chunks::Class;
+pub use hit::HitHeader;
 pub use pages::ReassignError;
 pub use report::{ClassCounts, ClassOp, ClassReport, CrawlCursor, StoreStats};
 pub use stage::Stage;
@@ -285,29 +287,6 @@ impl SlabStore {
 
     /// Records an access for the meta protocol: the item is marked fetched and its access
     /// time set to `now` (memcached does this on every bumping read).
-    /// What a GET hit records, with one slot lookup: the class's hit count and, when the
-    /// read bumps, the CLOCK reference bit and the fetched flag and access time (the header
-    /// is written only when one of those changes: most hits repeat both).
-    #[inline]
-    pub fn record_hit(&mut self, loc: Location, now: u32, bump: bool) {
-        let (c, slot) = decode(loc);
-        let Some(class) = self.classes.get_mut(c) else {
-            return;
-        };
-        class.counts.hits += 1;
-        if !bump || slot >= class.slots() {
-            return;
-        }
-        class.set_referenced(slot, true);
-        let chunk = class.chunk_mut(slot);
-        if chunk[OFF_STATUS] == IN_USE
-            && (chunk[OFF_BITS] & FETCHED == 0 || rd32(chunk, OFF_ATIME) != now)
-        {
-            chunk[OFF_BITS] |= FETCHED;
-            wr32(chunk, OFF_ATIME, now);
-        }
-    }
-
     pub fn mark_fetched(&mut self, loc: Location, now: u32) {
         if let Some(chunk) = self.live_chunk_mut(loc) {
             chunk[OFF_BITS] |= FETCHED;

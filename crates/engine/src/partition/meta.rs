@@ -20,12 +20,12 @@ impl Partition {
         now: u32,
         data: &mut Vec<u8>,
     ) -> Response {
-        let Some(item) = self.store.get(loc) else {
+        let offset = data.len();
+        let Some(item) = self.store.read_hit(loc, now, !req.meta.no_bump, data) else {
             return Response::Miss;
         };
-        let state = item.bits();
-        let expiry = item.expiry();
-        let atime = item.atime();
+        let state = item.bits;
+        let expiry = item.expiry;
         let mut bits = 0;
         if state & FETCHED != 0 {
             bits |= hit::FETCHED;
@@ -44,23 +44,17 @@ impl Partition {
             bits |= hit::WON_ELSEWHERE;
         } else if state & STALE != 0 || near_expiry {
             bits |= hit::WIN;
-        }
-        let offset = data.len();
-        self.store.copy_value(&item, data);
-        let r = Response::Value {
-            flags: item.flags(),
-            cas: item.cas(),
-            offset,
-            len: item.value_len() as u32,
-            expiry,
-            atime,
-            bits,
-        };
-        if bits & hit::WIN != 0 {
             self.store.update_bits(loc, WIN_SENT, 0);
         }
-        self.store.record_hit(loc, now, !req.meta.no_bump);
-        r
+        Response::Value {
+            flags: item.flags,
+            cas: item.cas,
+            offset,
+            len: item.value_len,
+            expiry,
+            atime: item.atime,
+            bits,
+        }
     }
 
     /// A meta get that may create its item (`N`): a miss stores an empty item with the

@@ -1,0 +1,65 @@
+//! RD of a read hit in one slot lookup: the item's header as the reader found it, its value
+//! copied out, and the hit recorded (class count, CLOCK bit, fetched flag, access time).
+
+use super::SlabStore;
+use crate::item::*;
+use crate::location::{decode, Location};
+
+/// An item's header as a read found it, before the read bumped it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HitHeader {
+    /// Meta state bits ([`FETCHED`], [`STALE`], [`WIN_SENT`], [`BINARY_KEY`]).
+    pub bits: u8,
+    /// Raw expiry (see `Item::expiry`).
+    pub expiry: u32,
+    pub atime: u32,
+    pub flags: u32,
+    pub cas: u64,
+    pub value_len: u32,
+}
+
+impl SlabStore {
+    /// Copies the value of the live item at `loc` to `out` and returns its header, then
+    /// records the hit: the class's hit count and, when the read bumps, the reference bit
+    /// and the fetched flag and access time (the header is written only when one of those
+    /// changes: most hits repeat both). None if no live item is there.
+    #[inline]
+    pub fn read_hit(
+        &mut self,
+        loc: Location,
+        now: u32,
+        bump: bool,
+        out: &mut Vec<u8>,
+    ) -> Option<HitHeader> {
+        let (c, slot) = decode(loc);
+        let class = self.classes.get(c)?;
+        if slot >= class.slots() {
+            return None;
+        }
+        let chunk = class.chunk(slot);
+        if chunk[OFF_STATUS] != IN_USE {
+            return None;
+        }
+        let item = Item::new(chunk);
+        let header = HitHeader {
+            bits: item.bits(),
+            expiry: item.expiry(),
+            atime: item.atime(),
+            flags: item.flags(),
+            cas: item.cas(),
+            value_len: item.value_len() as u32,
+        };
+        self.copy_value(&item, out);
+        let class = &mut self.classes[c];
+        class.counts.hits += 1;
+        if bump {
+            class.set_referenced(slot, true);
+            if header.bits & FETCHED == 0 || header.atime != now {
+                let chunk = class.chunk_mut(slot);
+                chunk[OFF_BITS] |= FETCHED;
+                wr32(chunk, OFF_ATIME, now);
+            }
+        }
+        Some(header)
+    }
+}
