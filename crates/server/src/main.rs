@@ -1,6 +1,7 @@
 //! `hkv`: the server.
 
 mod config;
+mod values;
 
 use clap::Parser;
 use hkv_engine::{EngineConfig, SharedEngine};
