@@ -79,14 +79,17 @@ impl<'a> Item<'a> {
         Item { chunk }
     }
 
+    #[inline]
     pub fn key_len(&self) -> usize {
         self.chunk[OFF_KEY_LEN] as usize
     }
 
+    #[inline]
     pub fn value_len(&self) -> usize {
         rd32(self.chunk, OFF_VALUE_LEN) as usize
     }
 
+    #[inline]
     pub fn key(&self) -> &'a [u8] {
         &self.chunk[HEADER_BYTES..HEADER_BYTES + self.key_len()]
     }
@@ -109,12 +112,14 @@ impl<'a> Item<'a> {
     }
 
     /// Whether the value is stored in parts (read it with `SlabStore::value_parts`).
+    #[inline]
     pub fn is_chained(&self) -> bool {
         self.chunk[OFF_LAYOUT] == LAYOUT_CHAINED
     }
 
     /// The value, when it lies in this chunk (None for a chained item: see
     /// `SlabStore::value_parts` and `SlabStore::copy_value`, which read both kinds).
+    #[inline]
     pub fn flat_value(&self) -> Option<&'a [u8]> {
         if self.is_chained() {
             return None;
@@ -130,15 +135,18 @@ impl<'a> Item<'a> {
         &self.chunk[start..start + n * 4]
     }
 
+    #[inline]
     pub fn flags(&self) -> u32 {
         rd32(self.chunk, OFF_FLAGS)
     }
 
     /// Raw expiry: 0 never, else a Unix time.
+    #[inline]
     pub fn expiry(&self) -> u32 {
         rd32(self.chunk, OFF_EXPIRY)
     }
 
+    #[inline]
     pub fn cas(&self) -> u64 {
         u64::from_le_bytes(
             self.chunk[OFF_CAS..OFF_CAS + 8]
@@ -148,15 +156,18 @@ impl<'a> Item<'a> {
     }
 
     /// Meta state bits: [`FETCHED`], [`STALE`], [`WIN_SENT`].
+    #[inline]
     pub fn bits(&self) -> u8 {
         self.chunk[OFF_BITS]
     }
 
     /// Unix time of the last bumping access (or of the store).
+    #[inline]
     pub fn atime(&self) -> u32 {
         rd32(self.chunk, OFF_ATIME)
     }
 
+    #[inline]
     pub fn is_expired(&self, now: u32) -> bool {
         crate::expiry::is_expired(self.expiry(), now)
     }

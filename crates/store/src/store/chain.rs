@@ -68,6 +68,7 @@ impl SlabStore {
     }
 
     /// Appends `item`'s value to `out`.
+    #[inline]
     pub fn copy_value(&self, item: &Item<'_>, out: &mut Vec<u8>) {
         if let Some(v) = item.flat_value() {
             out.extend_from_slice(v);
