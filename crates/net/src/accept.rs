@@ -169,7 +169,9 @@ type Refused = (Poll, Vec<Listener>, std::io::Error);
 /// The io_uring acceptor. Gives the poll and listeners back (to run on epoll instead) if the
 /// kernel refuses a multishot accept before any connection was taken.
 fn accept_uring(mut poll: Poll, listeners: Vec<Listener>, d: &Dispatch) -> Result<(), Refused> {
-    let mut ring = match IoUring::new(64) {
+    // One turn queues at most an accept and a backoff timer per listener and the wake poll.
+    let entries = (2 * listeners.len() as u32 + 2).next_power_of_two();
+    let mut ring = match IoUring::new(entries) {
         Ok(r) => r,
         Err(e) => return Err((poll, listeners, e)),
     };
@@ -196,7 +198,7 @@ fn accept_uring(mut poll: Poll, listeners: Vec<Listener>, d: &Dispatch) -> Resul
             // SAFETY: accepts and polls point at no memory of ours; a timeout points at
             // `timespec`, which lives on this frame until the ring is dropped.
             if unsafe { ring.submission().push(&e) }.is_err() {
-                // 64 entries hold every listener's accept, a timer each and the wake poll.
+                // Sized above for everything one turn can queue.
                 tracing::error!("acceptor ring full");
             }
         }
