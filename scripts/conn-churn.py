@@ -10,6 +10,7 @@ The clients are Python processes on the same machine: on a small machine they, n
 server, set the rate, which is why CPU per connection is the figure to compare.
 """
 import argparse
+import importlib.util
 import multiprocessing
 import os
 import socket
@@ -17,19 +18,13 @@ import statistics
 import subprocess
 import time
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+# free_port and cpu_seconds are network-bench.py's.
+_spec = importlib.util.spec_from_file_location(
+    "network_bench", os.path.join(os.path.dirname(os.path.abspath(__file__)), "network-bench.py"))
+network_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(network_bench)
+free_port = network_bench.free_port
+cpu_seconds = network_bench.cpu_seconds
 
 
 def storm(port, seconds, out):
@@ -64,16 +59,15 @@ def measure(cmd, port, procs, seconds):
     try:
         wait_port(port)
         q = multiprocessing.Queue()
-        t0, c0 = time.time(), cpu_ticks(server.pid)
+        t0, c0 = time.time(), cpu_seconds(server.pid)
         ps = [multiprocessing.Process(target=storm, args=(port, seconds, q)) for _ in range(procs)]
         for p in ps:
             p.start()
         total = sum(q.get() for _ in ps)
         for p in ps:
             p.join()
-        dt, dc = time.time() - t0, cpu_ticks(server.pid) - c0
-        hz = os.sysconf("SC_CLK_TCK")
-        return total / dt, dc / hz / total * 1e6
+        dt, dc = time.time() - t0, cpu_seconds(server.pid) - c0
+        return total / dt, dc / total * 1e6
     finally:
         server.terminate()
         server.wait()

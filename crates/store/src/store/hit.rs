@@ -31,16 +31,7 @@ impl SlabStore {
         bump: bool,
         out: &mut Vec<u8>,
     ) -> Option<HitHeader> {
-        let (c, slot) = decode(loc);
-        let class = self.classes.get(c)?;
-        if slot >= class.slots() {
-            return None;
-        }
-        let chunk = class.chunk(slot);
-        if chunk[OFF_STATUS] != IN_USE {
-            return None;
-        }
-        let item = Item::new(chunk);
+        let item = self.get(loc)?;
         let header = HitHeader {
             bits: item.bits(),
             expiry: item.expiry(),
@@ -50,6 +41,7 @@ impl SlabStore {
             value_len: item.value_len() as u32,
         };
         self.copy_value(&item, out);
+        let (c, slot) = decode(loc);
         let class = &mut self.classes[c];
         class.counts.hits += 1;
         if bump {
