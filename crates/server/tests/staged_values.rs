@@ -109,6 +109,32 @@ fn a_binary_set_sent_in_pieces_is_staged_and_read_back_whole() {
 }
 
 #[test]
+fn regression_a_binary_set_cut_inside_its_key_is_staged_once_the_key_arrives() {
+    // The binary parser reported a body to stage before the extras and key were all in
+    // (found by the binary fuzz target), with a header longer than what was buffered.
+    let h = Hkv::start(&["-m", "64", "-I", "4m"]);
+    let mut c = h.connect();
+    let v = value(5, 1 << 20);
+    let key = b"cutkey";
+    let mut head = vec![0x80, 0x01, 0, key.len() as u8, 8, 0, 0, 0];
+    head.extend_from_slice(&((8 + key.len() + v.len()) as u32).to_be_bytes());
+    head.extend_from_slice(&[0xCD; 4]); // opaque
+    head.extend_from_slice(&[0; 8]); // cas
+    head.extend_from_slice(&[0, 0, 0, 9, 0, 0, 0, 0]); // flags 9, exptime 0
+    head.extend_from_slice(key);
+    // The 24-byte header and half the extras, then the rest of the extras and the key.
+    c.send(&head[..28]);
+    std::thread::sleep(Duration::from_millis(50));
+    send_slowly(&mut c, &head[28..], &v, b"");
+    let mut reply = [0u8; 24];
+    c.stream.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[6..8], &[0, 0], "status: success");
+    assert_eq!(&reply[12..16], &[0xCD; 4], "opaque echoed");
+    let mut t = h.connect();
+    assert_eq!(get(&mut t, "cutkey"), Some(v));
+}
+
+#[test]
 fn requests_around_a_staged_value_keep_the_clients_order() {
     let h = Hkv::start(&["-m", "64", "-I", "4m"]);
     let mut c = h.connect();

@@ -235,11 +235,10 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
     if buf.len() < total {
         let stageable = matches!(opcode, op::SET | op::SETQ | op::ADD | op::ADDQ)
             || matches!(opcode, op::REPLACE | op::REPLACEQ);
-        if stageable && !limits.body_staged && vlen >= limits.stage_min {
-            return BinParsed::Body {
-                header: HEADER_LEN + extlen + keylen,
-                vlen,
-            };
+        let header = HEADER_LEN + extlen + keylen;
+        // Only once the extras and key are in: the staged parse reads them from the buffer.
+        if stageable && !limits.body_staged && vlen >= limits.stage_min && buf.len() >= header {
+            return BinParsed::Body { header, vlen };
         }
         return BinParsed::Incomplete;
     }
@@ -413,6 +412,30 @@ mod sasl_tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn regression_a_staged_body_waits_for_its_extras_and_key() {
+        // Found by the binary fuzz target: a SET whose extras and key had not all arrived
+        // was reported as a body to stage, with a header longer than the buffer.
+        use crate::testkit::bin_request as req;
+        let limits = crate::text::Limits {
+            stage_min: 64,
+            ..crate::text::Limits::default()
+        };
+        let set = req(op::SETQ, &[0, 0, 0, 1, 0, 0, 0, 0], b"key", &[7; 500]);
+        let header = HEADER_LEN + 8 + 3;
+        for cut in HEADER_LEN..header {
+            assert_eq!(
+                parse_with(&set[..cut], &limits),
+                BinParsed::Incomplete,
+                "{cut}"
+            );
+        }
+        assert_eq!(
+            parse_with(&set[..header], &limits),
+            BinParsed::Body { header, vlen: 500 }
+        );
     }
 
     #[test]
