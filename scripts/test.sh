@@ -107,7 +107,11 @@ hkv_pid=$!
 for _ in $(seq 100); do grep -q listening "$out" && break; sleep 0.05; done
 port=$(sed -n 's/.*:\([0-9]*\)$/\1/p' "$out" | head -n 1)
 rm -f "$out"
-memccapable -h 127.0.0.1 -p "$port" | tee /dev/stderr | grep -q "All tests passed"
+# Output goes to a file before grep reads it: `... | grep -q` under pipefail fails at random,
+# as grep exits at its match and whatever still writes after it dies of SIGPIPE.
+log=$(mktemp)
+memccapable -h 127.0.0.1 -p "$port" 2>&1 | tee "$log" >&2
+grep -q "All tests passed" "$log"
 echo "memccapable: 1 passed, 0 failed" >>"$results"
 kill "$hkv_pid"
 wait "$hkv_pid" || true
@@ -125,7 +129,8 @@ fi
 step "linearizability (Porcupine) on the CPU and OpenCL engines, and a broken build it must reject"
 command -v go >/dev/null 2>&1 || export PATH=$PATH:/usr/local/go/bin
 (cd tests/linearizability && go vet ./... && go test ./... 2>&1 | tee -a "$results")
-if bash scripts/linearizability.sh --quick 2>&1 | tee /dev/stderr | grep -q "linearizability runs: .* 0 failed"; then
+bash scripts/linearizability.sh --quick 2>&1 | tee "$log" >&2 || true
+if grep -q "linearizability runs: .* 0 failed" "$log"; then
   echo "linearizability: 1 passed, 0 failed" >>"$results"
 else
   echo "linearizability: 0 passed, 1 failed" >>"$results"
@@ -139,7 +144,7 @@ step "engine benchmark smoke run"
 step "placement benchmark smoke run (DIDO workloads on PoCL, every placement and auto)"
 # Proves the cost model predicts and the placements run end to end on the OpenCL engine
 # (real figures: docs/placement.md, docs/BENCHMARKS.md).
-if ./target/release/hkv-bench placement --quick | tee /dev/stderr | grep -q "^model error avg"; then
+if ./target/release/hkv-bench placement --quick | tee "$log" >&2 && grep -q "^model error avg" "$log"; then
   echo "placement-quick: 1 passed, 0 failed" >>"$results"
 else
   echo "placement-quick: 0 passed, 1 failed" >>"$results"
@@ -151,7 +156,7 @@ step "placement timeline smoke run (alternating load, auto and cpu, one short cy
 tl_out=$(mktemp -d)
 if ./target/release/hkv-bench timeline --placements "auto;cpu" --rounds 1 --cycles 1 \
      --phase-seconds 1 --keys 20000 --out "$tl_out" --markdown "$tl_out/B.md" \
-     | tee /dev/stderr | grep -q "^| 50% SET |" && test -s "$tl_out/placement-timeline.svg"; then
+     | tee "$log" >&2 && grep -q "^| 50% SET |" "$log" && test -s "$tl_out/placement-timeline.svg"; then
   echo "placement-timeline: 1 passed, 0 failed" >>"$results"
 else
   echo "placement-timeline: 0 passed, 1 failed" >>"$results"
