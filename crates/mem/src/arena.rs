@@ -175,6 +175,13 @@ impl Arena {
     }
 
     /// The bump: bytes carved so far, padding included (unclamped by the limit).
+    /// Where the whole mapping starts and how long it is: for a device that reads the
+    /// arena in place (KC and RD kernels over `CL_MEM_USE_HOST_PTR`). Carved pieces lie at
+    /// [`Arena::offset_of`] from here.
+    pub fn mapping(&self) -> (NonNull<u8>, usize) {
+        (self.region.base(), self.mapped)
+    }
+
     pub fn next_offset(&self) -> usize {
         self.next.load(Ordering::Relaxed)
     }

@@ -56,6 +56,21 @@ pub const WIN_SENT: u8 = 4;
 /// Stored with a base64 key (meta `ms b`): meta `k` returns the key encoded.
 pub const BINARY_KEY: u8 = 8;
 
+/// The header layout as `-D NAME=value` pairs, for device kernels that read items in place
+/// (the index's KC and RD kernels): the store owns the layout, the kernels take it from here.
+pub fn device_layout() -> Vec<(&'static str, u32)> {
+    vec![
+        ("HEADER_BYTES", HEADER_BYTES as u32),
+        ("OFF_STATUS", OFF_STATUS as u32),
+        ("OFF_KEY_LEN", OFF_KEY_LEN as u32),
+        ("OFF_VALUE_LEN", OFF_VALUE_LEN as u32),
+        ("OFF_EXPIRY", OFF_EXPIRY as u32),
+        ("OFF_LAYOUT", OFF_LAYOUT as u32),
+        ("IN_USE", u32::from(IN_USE)),
+        ("LAYOUT_FLAT", u32::from(LAYOUT_FLAT)),
+    ]
+}
+
 #[inline(always)]
 pub(crate) fn rd32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])

@@ -18,7 +18,9 @@ mod store;
 
 pub use class::{chunk_sizes, item_class, ClassInfo};
 pub use expiry::{expiry_from_exptime, Expiry, REALTIME_MAXDELTA};
-pub use item::{Item, BINARY_KEY, FETCHED, HEADER_BYTES, MAX_KEY_LEN, STALE, WIN_SENT};
+pub use item::{
+    device_layout, Item, BINARY_KEY, FETCHED, HEADER_BYTES, MAX_KEY_LEN, STALE, WIN_SENT,
+};
 pub use location::{Location, LOCATION_CLASS_BITS, MAX_CLASSES, NO_LOCATION};
 pub use store::{
     ClassCounts, ClassImage, ClassOp, ClassReport, CrawlCursor, HitHeader, ReassignError, Reclaim,

@@ -18,12 +18,14 @@ use crate::hash::{
 };
 use crate::{IndexBackend, IndexError, IndexStats, InsertOutcome, Location, NO_LOCATION};
 
+mod items;
 mod search;
 mod shared;
 mod steal;
 mod update;
 mod vector;
 
+pub use items::{KcVerdict, OclItems, NO_CHUNK, VALUE_CHAINED};
 pub use steal::Stolen;
 pub use vector::{OclVector, ELEMENTS};
 

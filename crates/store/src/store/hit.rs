@@ -41,6 +41,41 @@ impl SlabStore {
             value_len: item.value_len() as u32,
         };
         self.copy_value(&item, out);
+        self.count_hit(loc, &header, now, bump);
+        Some(header)
+    }
+
+    /// [`SlabStore::read_hit`] for a value someone else copied out (the device's RD): the
+    /// header, and the hit recorded the same way.
+    pub fn record_hit(&mut self, loc: Location, now: u32, bump: bool) -> Option<HitHeader> {
+        let item = self.get(loc)?;
+        let header = HitHeader {
+            bits: item.bits(),
+            expiry: item.expiry(),
+            atime: item.atime(),
+            flags: item.flags(),
+            cas: item.cas(),
+            value_len: item.value_len() as u32,
+        };
+        self.count_hit(loc, &header, now, bump);
+        Some(header)
+    }
+
+    /// Byte offset of the chunk at `loc` in the arena's mapping (None: no such slot), for
+    /// a device that reads items in place.
+    pub fn chunk_offset(&self, loc: Location) -> Option<u64> {
+        let (c, slot) = decode(loc);
+        let class = self.classes.get(c)?;
+        if slot >= class.slots() {
+            return None;
+        }
+        let (page, off) = class.split(slot);
+        let start = self.arena.offset_of(&class.pages[page]) + off * class.info.chunk;
+        Some(start as u64)
+    }
+
+    #[inline(always)]
+    fn count_hit(&mut self, loc: Location, header: &HitHeader, now: u32, bump: bool) {
         let (c, slot) = decode(loc);
         let class = &mut self.classes[c];
         class.counts.hits += 1;
@@ -52,6 +87,5 @@ impl SlabStore {
                 wr32(chunk, OFF_ATIME, now);
             }
         }
-        Some(header)
     }
 }
