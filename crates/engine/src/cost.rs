@@ -11,7 +11,7 @@
 //! enough to notice a change, rarely enough that the expected cost of trying stays under
 //! [`EXPLORE_BUDGET`] of the batch time it could add.
 
-use crate::policy::{Choice, Placement, Proc, Task};
+use crate::policy::{Choice, Placement, Proc, Task, TASKS};
 use crate::schedule::LinearFit;
 
 /// The share of index time that trying the slower processor may cost on average.
@@ -100,12 +100,12 @@ impl ProcPair {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CostModel {
-    tasks: [ProcPair; 3],
+    tasks: [ProcPair; TASKS],
     /// Batches run on each (task, processor), and the queries in them.
-    batches: [[u64; 2]; 3],
-    queries: [[u64; 2]; 3],
+    batches: [[u64; 2]; TASKS],
+    queries: [[u64; 2]; TASKS],
     /// Each task's prediction for a single query (the `_one` calls), refreshed per batch.
-    single: [Proc; 3],
+    single: [Proc; TASKS],
     /// Predicted and measured time of every placed batch (ns), for the model's error.
     pub predicted_ns: f64,
     pub measured_ns: f64,
@@ -115,28 +115,28 @@ pub(crate) struct CostModel {
 /// What `stats hkv` shows of the model (summed over partitions by the caller).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PlacementReport {
-    /// Batches per task (search, insert, delete) on the CPU and on the device, and the
+    /// Batches per task ([`Task::ALL`] order) on the CPU and on the device, and the
     /// queries in them.
-    pub batches: [[u64; 2]; 3],
-    pub queries: [[u64; 2]; 3],
+    pub batches: [[u64; 2]; TASKS],
+    pub queries: [[u64; 2]; TASKS],
     /// Predicted and measured nanoseconds of placed batches, and the sum of the
     /// differences (the model's error is abs_error / measured).
     pub predicted_ns: f64,
     pub measured_ns: f64,
     pub abs_error_ns: f64,
     /// The model's per-query cost at a batch of 64, CPU and device, per task (ns).
-    pub per_query_ns_at_64: [[f64; 2]; 3],
+    pub per_query_ns_at_64: [[f64; 2]; TASKS],
     /// 64-query chunks of device-placed searches that the partition's own thread took
     /// (work stealing), and that the device did.
     pub chunks_host: u64,
     pub chunks_device: u64,
     /// Where `auto` puts each task now, at the task's mean batch size so far.
-    pub current: [Proc; 3],
+    pub current: [Proc; TASKS],
 }
 
 impl PlacementReport {
     pub fn add(&mut self, o: &PlacementReport) {
-        for t in 0..3 {
+        for t in 0..TASKS {
             for p in 0..2 {
                 self.batches[t][p] += o.batches[t][p];
                 self.queries[t][p] += o.queries[t][p];
@@ -230,7 +230,7 @@ impl CostModel {
     }
 
     pub fn report(&self) -> PlacementReport {
-        let mut per = [[0.0; 2]; 3];
+        let mut per = [[0.0; 2]; TASKS];
         for t in Task::ALL {
             for p in [Proc::Cpu, Proc::Device] {
                 if self.tasks[t.slot()].fits[p.slot()].samples() > 0.0 {

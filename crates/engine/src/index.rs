@@ -15,7 +15,7 @@ use crate::cost::CostModel;
 use crate::policy::{Placement, Proc, Task};
 use std::time::Instant;
 
-mod placement;
+pub(crate) mod placement;
 
 fn ns(t: Instant) -> f64 {
     t.elapsed().as_nanos() as f64

@@ -41,7 +41,7 @@ pub use hkv_types::{
 pub use index::IndexReport;
 pub use partition::placement::VectorPlacement;
 pub use partition::{Partition, READ_GROUP};
-pub use policy::{Choice, Placement, PlacementError, Proc, Task};
+pub use policy::{Choice, Placement, PlacementError, Proc, Task, TASKS};
 pub use profile::ProfileReport;
 pub use schedule::{LinearFit, ScheduleConfig, ScheduleStats, Scheduler};
 pub use shared::{ClassStats, CrawlerDisabled, CrawlerReport, ItemSummary, Scratch, SharedEngine};

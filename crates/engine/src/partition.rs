@@ -13,6 +13,7 @@ use hkv_types::{After, Op, Request, Response, Responses};
 
 mod delayed;
 mod growth;
+mod items;
 mod meta;
 pub(crate) mod placement;
 mod read;
@@ -76,6 +77,8 @@ pub struct Partition {
     delay_writes: bool,
     /// See [`Partition::set_merge_atomics`].
     merge_atomics: bool,
+    /// KC and RD kernels over this partition's items, where the device shares host memory.
+    items_device: Option<items::ItemsDevice>,
     /// Vector kernels on the index's device, if there is one.
     vector_device: Option<hkv_index::opencl::OclVector>,
     /// Under `auto`: the cost of a vector update on each processor by value size (None:
@@ -200,6 +203,7 @@ impl Partition {
             write_every: write_every.max(2),
             delay_writes: true,
             merge_atomics: true,
+            items_device: None,
             vector_device: None,
             vector_model: None,
             vector_placement: placement::VectorPlacement::Cpu,
@@ -310,6 +314,7 @@ impl Partition {
     /// `Index::share`); before anything is stored.
     pub fn share_device_table(&mut self) {
         self.index.share();
+        self.build_items_device();
     }
 
     /// `--placement` (`hkv-bench placement` changes it between runs).
@@ -321,6 +326,7 @@ impl Partition {
     /// is placed by the model (the table must still be empty for inserts to be timed).
     pub fn calibrate_placement(&mut self) {
         self.index.calibrate();
+        self.calibrate_items();
     }
 
     /// The cost model's prediction for a batch of `n` queries of `task` on `proc` (ns).
@@ -428,13 +434,13 @@ impl Partition {
         // Reads are searched 64 at a time on the CPU (enough to hide misses); a device
         // search pays a launch per call, so it gets every read up to the next write at once.
         // (Counted only with a device: the CPU engine's hot path does not pay for it.)
-        let group_limit = if self.has_device()
-            && self.index.search_wants_device(
-                order
-                    .iter()
-                    .filter(|&&i| reqs[i as usize].is_read())
-                    .count(),
-            ) {
+        let group_limit = if self.has_device() && {
+            let reads = order
+                .iter()
+                .filter(|&&i| reqs[i as usize].is_read())
+                .count();
+            self.index.search_wants_device(reads) || self.items_want_device(reads)
+        } {
             usize::MAX
         } else {
             READ_GROUP

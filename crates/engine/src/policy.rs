@@ -1,5 +1,5 @@
-//! `--placement`: where each part of IN (search, insert, delete) runs when a device holds
-//! the index. `auto` lets the cost model choose per batch (cost.rs); a forced placement
+//! `--placement`: where each part of IN (search, insert, delete), KC and RD run when a
+//! device holds the index. `auto` lets the cost model choose per batch (cost.rs); a forced placement
 //! is for experiments and for `hkv-bench placement`, which enumerates them all.
 
 use std::fmt;
@@ -33,22 +33,30 @@ impl Proc {
     }
 }
 
-/// The parts of IN that can be placed apart (DIDO splits IN the same way).
+/// The tasks that can be placed apart: IN split as DIDO splits it (search, insert,
+/// delete), and the reads' KC and RD (device kernels only where it shares host memory).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Task {
     Search,
     Insert,
     Delete,
+    Kc,
+    Rd,
 }
 
+/// How many tasks [`Task::ALL`] holds.
+pub const TASKS: usize = 5;
+
 impl Task {
-    pub const ALL: [Task; 3] = [Task::Search, Task::Insert, Task::Delete];
+    pub const ALL: [Task; TASKS] = [Task::Search, Task::Insert, Task::Delete, Task::Kc, Task::Rd];
 
     pub fn name(self) -> &'static str {
         match self {
             Task::Search => "search",
             Task::Insert => "insert",
             Task::Delete => "delete",
+            Task::Kc => "KC",
+            Task::Rd => "RD",
         }
     }
 
@@ -75,13 +83,13 @@ impl Choice {
     }
 }
 
-/// Search, insert and delete placements, in [`Task::ALL`] order.
+/// Each task's placement, in [`Task::ALL`] order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Placement(pub [Choice; 3]);
+pub struct Placement(pub [Choice; TASKS]);
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PlacementError {
-    #[error("unknown task '{0}' (search, insert, delete or IN)")]
+    #[error("unknown task '{0}' (search, insert, delete, IN, KC or RD)")]
     Task(String),
     #[error("unknown processor '{0}' (cpu, device or auto)")]
     Proc(String),
@@ -90,19 +98,19 @@ pub enum PlacementError {
 }
 
 impl Placement {
-    pub const AUTO: Placement = Placement([Choice::Auto; 3]);
+    pub const AUTO: Placement = Placement([Choice::Auto; TASKS]);
 
     pub fn all(p: Proc) -> Placement {
-        Placement([Choice::Forced(p); 3])
+        Placement([Choice::Forced(p); TASKS])
     }
 
     pub fn of(&self, t: Task) -> Choice {
         self.0[t.slot()]
     }
 
-    /// Every forced placement: 2^3 combinations of search, insert and delete.
+    /// Every forced placement: 2^5 combinations of search, insert, delete, KC and RD.
     pub fn enumerate() -> Vec<Placement> {
-        (0..8u8)
+        (0..1u8 << TASKS)
             .map(|bits| {
                 let p = |b: u8| {
                     Choice::Forced(if bits & b != 0 {
@@ -111,7 +119,7 @@ impl Placement {
                         Proc::Cpu
                     })
                 };
-                Placement([p(1), p(2), p(4)])
+                Placement([p(1), p(2), p(4), p(8), p(16)])
             })
             .collect()
     }
@@ -130,11 +138,12 @@ impl FromStr for Placement {
     type Err = PlacementError;
 
     /// `auto`, `cpu`, `device`, or a comma list of `task=processor` where a task is
-    /// `search`, `insert`, `delete` or `IN` (all three); tasks not named stay `auto`.
+    /// `search`, `insert`, `delete`, `IN` (those three), `KC` or `RD`; tasks not named stay
+    /// `auto`.
     fn from_str(s: &str) -> Result<Placement, PlacementError> {
         let s = s.trim();
         if !s.contains('=') {
-            return Ok(Placement([choice(s)?; 3]));
+            return Ok(Placement([choice(s)?; TASKS]));
         }
         let mut out = Placement::AUTO;
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -143,10 +152,12 @@ impl FromStr for Placement {
                 .ok_or_else(|| PlacementError::Form(part.into()))?;
             let c = choice(proc.trim())?;
             match task.trim() {
-                "IN" | "in" => out.0 = [c; 3],
+                "IN" | "in" => out.0[..3].fill(c),
                 "search" => out.0[0] = c,
                 "insert" => out.0[1] = c,
                 "delete" => out.0[2] = c,
+                "KC" | "kc" => out.0[3] = c,
+                "RD" | "rd" => out.0[4] = c,
                 other => return Err(PlacementError::Task(other.into())),
             }
         }
@@ -176,12 +187,17 @@ mod tests {
         assert_eq!("auto".parse(), Ok(Placement::AUTO));
         assert_eq!("cpu".parse(), Ok(Placement::all(Proc::Cpu)));
         assert_eq!("device".parse(), Ok(Placement::all(Proc::Device)));
-        assert_eq!("IN=device".parse(), Ok(Placement::all(Proc::Device)));
+        let p: Placement = "IN=device".parse().unwrap();
+        assert_eq!(p.to_string(), "search=device,insert=device,delete=device,KC=auto,RD=auto");
+        assert_eq!(
+            "IN=device,KC=device,rd=device".parse(),
+            Ok(Placement::all(Proc::Device))
+        );
         let p: Placement = "search=device,insert=cpu".parse().unwrap();
         assert_eq!(p.of(Task::Search), Choice::Forced(Proc::Device));
         assert_eq!(p.of(Task::Insert), Choice::Forced(Proc::Cpu));
         assert_eq!(p.of(Task::Delete), Choice::Auto);
-        assert_eq!(p.to_string(), "search=device,insert=cpu,delete=auto");
+        assert_eq!(p.to_string(), "search=device,insert=cpu,delete=auto,KC=auto,RD=auto");
         assert_eq!(p.to_string().parse(), Ok(p));
     }
 
@@ -192,8 +208,8 @@ mod tests {
             Err(PlacementError::Proc("fpga".into()))
         );
         assert_eq!(
-            "KC=device".parse::<Placement>(),
-            Err(PlacementError::Task("KC".into()))
+            "WR=device".parse::<Placement>(),
+            Err(PlacementError::Task("WR".into()))
         );
         assert_eq!(
             "search=cpu,insert".parse::<Placement>(),
@@ -204,9 +220,9 @@ mod tests {
     #[test]
     fn enumeration_covers_every_forced_combination_once() {
         let all = Placement::enumerate();
-        assert_eq!(all.len(), 8);
+        assert_eq!(all.len(), 32);
         let set: std::collections::HashSet<_> = all.iter().collect();
-        assert_eq!(set.len(), 8);
+        assert_eq!(set.len(), 32);
         assert!(all.contains(&Placement::all(Proc::Cpu)));
         assert!(all.contains(&Placement::all(Proc::Device)));
     }

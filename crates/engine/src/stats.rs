@@ -58,6 +58,8 @@ pub struct EngineStats {
     /// Vector updates run as OpenCL kernels, and kernels that failed (the CPU ran those).
     pub vector_device_ops: u64,
     pub vector_device_errors: u64,
+    /// KC/RD kernels that failed (the CPU ran that group, and every group after).
+    pub items_device_errors: u64,
 }
 
 impl EngineStats {
@@ -101,7 +103,8 @@ impl EngineStats {
             vector_hits,
             vector_misses,
             vector_device_ops,
-            vector_device_errors
+            vector_device_errors,
+            items_device_errors
         );
     }
 }

@@ -189,16 +189,16 @@ fn engine_on_opencl_agrees_with_a_map() {
                 48usize..200,
                 4u8..120,
                 batches(),
-                0usize..10,
+                0usize..34,
             ),
             |(p, b, m, k, batches, which)| {
-                // 0-7: every forced placement, 8: auto, 9: the device on a table of its own
+                // 0-31: every forced placement, 32: auto, 33: the device on a table of its own
                 // (a discrete GPU's way).
                 let placement = Placement::enumerate()
                     .get(which)
                     .copied()
                     .unwrap_or(Placement::AUTO);
-                let shared = which != 9;
+                let shared = which != 33;
                 run_model(
                     Backend::OpenCl(None),
                     (placement, shared),

@@ -15,7 +15,7 @@ use crate::policy::{Placement, Proc, Task};
 /// launches faster than it does in service (measured: 40-50% faster).
 const CALIBRATION_GAP: std::time::Duration = std::time::Duration::from_micros(200);
 
-fn settle_gap() {
+pub(crate) fn settle_gap() {
     let t = Instant::now();
     while t.elapsed() < CALIBRATION_GAP {
         std::hint::spin_loop();
@@ -210,6 +210,12 @@ impl Index {
         }
     }
 
+    /// Where a batch of `n` of a task that runs only where the table is shared (KC, RD)
+    /// goes: forced, or the model's choice.
+    pub(crate) fn choose(&mut self, task: Task, n: usize) -> Proc {
+        self.model.choose(&self.policy, task, n)
+    }
+
     pub(super) fn place_one(&self, task: Task) -> Proc {
         match &self.device {
             None => Proc::Cpu,
@@ -219,7 +225,7 @@ impl Index {
     }
 
     /// A placed batch's time, for the model.
-    pub(super) fn timed(&mut self, task: Task, proc: Proc, n: usize, t: Option<Instant>) {
+    pub(crate) fn timed(&mut self, task: Task, proc: Proc, n: usize, t: Option<Instant>) {
         if let Some(t) = t {
             self.model.observe(task, proc, n, ns(t));
         }

@@ -20,8 +20,35 @@ impl Partition {
         now: u32,
         data: &mut Vec<u8>,
     ) -> Response {
+        self.rd_answer_hit_from(req, loc, now, data, None)
+    }
+
+    /// [`Partition::rd_answer_hit`], with the value the device's RD copied, if it did.
+    pub(super) fn rd_answer_hit_from(
+        &mut self,
+        req: &Request<'_>,
+        loc: Location,
+        now: u32,
+        data: &mut Vec<u8>,
+        copied: Option<&[u8]>,
+    ) -> Response {
         let offset = data.len();
-        let Some(item) = self.store.read_hit(loc, now, !req.meta.no_bump, data) else {
+        let bump = !req.meta.no_bump;
+        let item = match copied {
+            None => self.store.read_hit(loc, now, bump, data),
+            Some(value) => {
+                let h = self.store.record_hit(loc, now, bump);
+                if h.is_some_and(|h| h.value_len as usize == value.len()) {
+                    data.extend_from_slice(value);
+                } else if let Some(item) = self.store.get(loc) {
+                    // Not what KC saw (cannot happen while this thread alone writes the
+                    // partition's items): the item's own bytes, never a stale copy.
+                    self.store.copy_value(&item, data);
+                }
+                h
+            }
+        };
+        let Some(item) = item else {
             return Response::Miss;
         };
         let state = item.bits;

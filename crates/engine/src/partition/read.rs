@@ -2,6 +2,7 @@
 //! prefetched a few reads ahead for the key compares, then their replies.
 
 use super::*;
+use crate::policy::{Proc, Task};
 
 impl Partition {
     pub(super) fn flush_reads(
@@ -27,15 +28,44 @@ impl Partition {
             }
         }
         // KC for the whole group, with the items of later queries already loading; then RD,
-        // in arrival order, on lines now in cache. Two passes so each is timed on its own.
+        // in arrival order, on lines now in cache. Two passes so each is timed on its own
+        // (and placed on its own, where the device shares host memory: items.rs).
+        let n = self.group.len();
         let t = std::time::Instant::now();
-        self.kc_group(reqs, now);
+        let mut kc_proc = self.items_proc(Task::Kc, n);
+        if kc_proc == Proc::Device && !self.kc_on_device(reqs, now) {
+            kc_proc = Proc::Cpu;
+        }
+        if kc_proc == Proc::Cpu {
+            self.kc_group(reqs, now);
+        }
         let kc = std::time::Instant::now();
-        for j in 0..self.group.len() {
+        self.items_timed(Task::Kc, kc_proc, n, t);
+        let mut rd_proc = self.items_proc(Task::Rd, n);
+        if rd_proc == Proc::Device && !self.rd_on_device(kc_proc == Proc::Device) {
+            rd_proc = Proc::Cpu;
+        }
+        // The device's copies, taken out for the loop (put back after: the buffers are kept).
+        let (values, value_at) = match (&mut self.items_device, rd_proc) {
+            (Some(d), Proc::Device) => (
+                std::mem::take(&mut d.values),
+                std::mem::take(&mut d.value_at),
+            ),
+            _ => (Vec::new(), Vec::new()),
+        };
+        for j in 0..n {
             let i = self.group[j] as usize;
             let h = self.group_hashes[j];
-            results[i] = self.rd_one(&reqs[i], &h, j, now, data, group_bytes);
+            let copied = items::ItemsDevice::value(&values, &value_at, j);
+            results[i] = self.rd_one(&reqs[i], &h, j, now, data, group_bytes, copied);
         }
+        if let Some(d) = &mut self.items_device {
+            if rd_proc == Proc::Device {
+                d.values = values;
+                d.value_at = value_at;
+            }
+        }
+        self.items_timed(Task::Rd, rd_proc, n, kc);
         self.stats.task_kc_ns += (kc - t).as_nanos() as u64;
         self.stats.task_rd_ns += kc.elapsed().as_nanos() as u64;
         self.group.clear();
@@ -86,7 +116,9 @@ impl Partition {
         }
     }
 
-    /// RD of the `j`th read of the group, from what KC found.
+    /// RD of the `j`th read of the group, from what KC found. `copied`: the value the
+    /// device's RD copied for it, if it did.
+    #[allow(clippy::too_many_arguments)]
     fn rd_one(
         &mut self,
         req: &Request<'_>,
@@ -95,6 +127,7 @@ impl Partition {
         now: u32,
         data: &mut Vec<u8>,
         group_bytes: &mut Vec<usize>,
+        copied: Option<&[u8]>,
     ) -> Response {
         let loc = self.group_locs[j];
         match self.group_kc[j] {
@@ -112,7 +145,7 @@ impl Partition {
                     group_bytes[g] += value_len;
                 }
                 self.stats.get_hits += 1;
-                return self.rd_answer_hit(req, loc, now, data);
+                return self.rd_answer_hit_from(req, loc, now, data, copied);
             }
             Kc::Expired => {
                 // Two reads of one expired key in a group: the first removes it.

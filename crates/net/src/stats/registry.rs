@@ -274,6 +274,7 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "vector_device_min_bytes", Gauge, "under auto: the value size from which the cost model sends vector updates to the device now (absent: never)", |s| s.shared.engine.vector_placement().1.map_or(Val::Absent, |b| Val::U(b as u64));
     "vector_device_ops", Counter, "vector updates run as OpenCL kernels", |s| Val::U(s.e.vector_device_ops);
     "vector_device_errors", Counter, "vector kernels that failed (the CPU ran them)", |s| Val::U(s.e.vector_device_errors);
+    "items_device_errors", Counter, "KC/RD kernels that failed (the CPU runs KC and RD from then on)", |s| Val::U(s.e.items_device_errors);
     "batch_interval_us", Gauge, "the scheduler's batch interval C", |s| Val::Fixed(s.sc.interval_us, 1);
     "batch_interval_min_us", Setting, "lower bound of C (--batch-interval-us)", |s| Val::Fixed(s.shared.engine.schedule_bounds().0, 1);
     "batch_interval_max_us", Setting, "upper bound of C (--batch-interval-us)", |s| Val::Fixed(s.shared.engine.schedule_bounds().1, 1);
@@ -307,6 +308,14 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "placement_insert_device_ns_per_query", Gauge, "cost model: insert on the device, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[1][1]));
     "placement_delete_cpu_ns_per_query", Gauge, "cost model: delete on the cpu, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[2][0]));
     "placement_delete_device_ns_per_query", Gauge, "cost model: delete on the device, ns per query in a batch of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[2][1]));
+    "placement_kc_cpu_batches", Counter, "KC groups run on the cpu", |s| s.device(|| Val::U(s.pl.batches[3][0]));
+    "placement_kc_device_batches", Counter, "KC groups run on the device (items.cl, where it shares host memory)", |s| s.device(|| Val::U(s.pl.batches[3][1]));
+    "placement_rd_cpu_batches", Counter, "RD groups run on the cpu", |s| s.device(|| Val::U(s.pl.batches[4][0]));
+    "placement_rd_device_batches", Counter, "RD groups run on the device", |s| s.device(|| Val::U(s.pl.batches[4][1]));
+    "placement_kc_cpu_ns_per_query", Gauge, "cost model: KC on the cpu, ns per read in a group of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[3][0]));
+    "placement_kc_device_ns_per_query", Gauge, "cost model: KC on the device, ns per read in a group of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[3][1]));
+    "placement_rd_cpu_ns_per_query", Gauge, "cost model: RD on the cpu, ns per read in a group of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[4][0]));
+    "placement_rd_device_ns_per_query", Gauge, "cost model: RD on the device, ns per read in a group of 64", |s| s.device(|| Val::F2(s.pl.per_query_ns_at_64[4][1]));
     "placement_steals", Gauge, "1: device-placed searches are shared with the partition's thread in 64-query chunks (work stealing)", |s| s.device(|| Val::U(s.shared.engine.steals() as u64));
     "placement_chunks_host", Counter, "chunks of device-placed searches the partition's thread took", |s| s.device(|| Val::U(s.pl.chunks_host));
     "placement_chunks_device", Counter, "chunks of device-placed searches the device did", |s| s.device(|| Val::U(s.pl.chunks_device));
