@@ -266,6 +266,9 @@ fn workload(
             };
             let parts = if t == Task::Search && proc == Proc::Device {
                 vec![(read_batches, reads), write_searches]
+            } else if matches!(t, Task::Kc | Task::Rd) && proc == Proc::Device {
+                // The device takes a batch's reads in one group, as it does their search.
+                vec![(read_batches, reads)]
             } else {
                 vec![per_task[t as usize]]
             };
@@ -282,7 +285,7 @@ fn workload(
             .map(|&t| {
                 let (b, q) = per_task[t as usize];
                 let m = (q / b) as usize;
-                let dm = if t == Task::Search {
+                let dm = if matches!(t, Task::Search | Task::Kc | Task::Rd) {
                     (reads / read_batches.max(1)) as usize
                 } else {
                     m
@@ -362,7 +365,7 @@ fn workload(
         }
     );
     println!(
-        "  {:<38} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>8} {:>8}",
+        "  {:<62} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>8} {:>8}",
         "placement", "pred0", "pred", "meas", "spread", "error0", "error", "index ns", "rest ns"
     );
     let mut errors = Vec::new();
@@ -378,7 +381,7 @@ fn workload(
             startup_errors.push(e0);
         }
         println!(
-            "  {:<38} {:>8.3} {:>8.3} {:>8.3} {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1} {:>8.1}",
+            "  {:<62} {:>8.3} {:>8.3} {:>8.3} {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1} {:>8.1}",
             r.placement.to_string(),
             r.startup_mops,
             r.predicted_mops,
@@ -407,7 +410,7 @@ fn workload(
         }
     };
     println!(
-        "  {:<38} {:>8} {:>8.3} {:>8.3} {:>6.1}%  (search {}, insert {}, delete {})",
+        "  {:<62} {:>8} {:>8.3} {:>8.3} {:>6.1}%  (search {}, insert {}, delete {}, KC {}, RD {})",
         "auto",
         "",
         auto.predicted_mops,
@@ -415,7 +418,9 @@ fn workload(
         auto.spread() * 100.0,
         share(Task::Search),
         share(Task::Insert),
-        share(Task::Delete)
+        share(Task::Delete),
+        share(Task::Kc),
+        share(Task::Rd)
     );
     println!(
         "  best {} ({:.3} Mops, spread {:.1}%); model's pick {}; auto within {:.1}% of the best{}",

@@ -188,7 +188,10 @@ mod tests {
         assert_eq!("cpu".parse(), Ok(Placement::all(Proc::Cpu)));
         assert_eq!("device".parse(), Ok(Placement::all(Proc::Device)));
         let p: Placement = "IN=device".parse().unwrap();
-        assert_eq!(p.to_string(), "search=device,insert=device,delete=device,KC=auto,RD=auto");
+        assert_eq!(
+            p.to_string(),
+            "search=device,insert=device,delete=device,KC=auto,RD=auto"
+        );
         assert_eq!(
             "IN=device,KC=device,rd=device".parse(),
             Ok(Placement::all(Proc::Device))
@@ -197,7 +200,10 @@ mod tests {
         assert_eq!(p.of(Task::Search), Choice::Forced(Proc::Device));
         assert_eq!(p.of(Task::Insert), Choice::Forced(Proc::Cpu));
         assert_eq!(p.of(Task::Delete), Choice::Auto);
-        assert_eq!(p.to_string(), "search=device,insert=cpu,delete=auto,KC=auto,RD=auto");
+        assert_eq!(
+            p.to_string(),
+            "search=device,insert=cpu,delete=auto,KC=auto,RD=auto"
+        );
         assert_eq!(p.to_string().parse(), Ok(p));
     }
 

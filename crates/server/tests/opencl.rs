@@ -162,7 +162,7 @@ fn placement_is_checked_at_start_reported_and_obeyed_per_task() {
     ]);
     assert_eq!(
         stat(&h, "hkv", "placement"),
-        "search=device,insert=cpu,delete=auto"
+        "search=device,insert=cpu,delete=auto,KC=auto,RD=auto"
     );
     assert_eq!(stat(&h, "hkv", "placement_shared_table"), "1");
     let current = stat(&h, "hkv", "placement_current");
@@ -189,4 +189,78 @@ fn placement_is_checked_at_start_reported_and_obeyed_per_task() {
     assert_eq!(stat(&h, "hkv", "placement_steals"), "1");
     assert!(n("placement_chunks_host") + n("placement_chunks_device") >= 4);
     assert_healthy(&h);
+}
+
+/// KC and RD placed on the device (kernels over the shared arena) answer exactly what the
+/// CPU would: small and large values (the largest past what device RD copies), misses,
+/// expired items, a key set twice, with RD on either processor.
+#[test]
+fn kc_and_rd_on_the_device_answer_every_read_as_the_cpu_does() {
+    if !have_opencl() {
+        eprintln!("no OpenCL device: the KC/RD placement test did not run");
+        return;
+    }
+    for placement in [
+        "IN=cpu,KC=device,RD=device",
+        "IN=cpu,KC=device,RD=cpu",
+        "IN=cpu,KC=cpu,RD=device",
+    ] {
+        let h = Hkv::start(&["--engine", "opencl", "-t", "1", "--placement", placement]);
+        let mut c = h.connect();
+        let value = |i: usize| -> String {
+            let len = [1, 100, 5000, 70_000, 300_000][i % 5];
+            (0..len)
+                .map(|b| (b'a' + ((b + i) % 26) as u8) as char)
+                .collect()
+        };
+        for i in 0..60 {
+            let v = value(i);
+            c.expect(
+                &format!("set kr{i} {i} 0 {}\r\n{v}\r\n", v.len()),
+                "STORED\r\n",
+            );
+        }
+        c.expect("set kr0 5 0 3\r\nnew\r\n", "STORED\r\n");
+        c.expect("set gone 0 -1 1\r\nx\r\n", "STORED\r\n");
+        let keys: Vec<String> = (0..60)
+            .map(|i| format!("kr{i}"))
+            .chain(["nothere".to_string(), "gone".to_string(), "kr0".to_string()])
+            .collect();
+        let mut want = String::new();
+        for k in &keys {
+            let i: Option<usize> = k.strip_prefix("kr").and_then(|n| n.parse().ok());
+            match i {
+                Some(0) => want += "VALUE kr0 5 3\r\nnew\r\n",
+                Some(i) => {
+                    let v = value(i);
+                    want += &format!("VALUE kr{i} {i} {}\r\n{v}\r\n", v.len());
+                }
+                None => {}
+            }
+        }
+        want += "END\r\n";
+        for _ in 0..3 {
+            c.expect(&format!("get {}\r\n", keys.join(" ")), &want);
+        }
+        let n = |name: &str| stat(&h, "hkv", name).parse::<u64>().unwrap();
+        for (task, on) in ["kc", "rd"].into_iter().zip(placement.split(',').skip(1)) {
+            let device = on.ends_with("device");
+            let (ran, idle) = if device {
+                ("device", "cpu")
+            } else {
+                ("cpu", "device")
+            };
+            assert!(
+                n(&format!("placement_{task}_{ran}_batches")) > 0,
+                "{placement}: {task}"
+            );
+            assert_eq!(
+                n(&format!("placement_{task}_{idle}_batches")),
+                0,
+                "{placement}: {task}"
+            );
+        }
+        assert_eq!(n("items_device_errors"), 0);
+        assert_healthy(&h);
+    }
 }

@@ -43,7 +43,11 @@ pub(crate) struct ItemsDevice {
 
 impl ItemsDevice {
     /// The value RD copied for read `j` of the group, if it did.
-    pub(super) fn value<'v>(values: &'v [u8], value_at: &[(u32, u32)], j: usize) -> Option<&'v [u8]> {
+    pub(super) fn value<'v>(
+        values: &'v [u8],
+        value_at: &[(u32, u32)],
+        j: usize,
+    ) -> Option<&'v [u8]> {
         let (start, end) = *value_at.get(j)?;
         if (start, end) == NOT_COPIED {
             return None;
@@ -111,10 +115,12 @@ impl Partition {
     /// batch, not 64 at a time: a launch per 64 would cost more than it does).
     pub(super) fn items_want_device(&self, n: usize) -> bool {
         self.items_device.is_some()
-            && [Task::Kc, Task::Rd].into_iter().any(|t| match self.index.policy().of(t) {
-                Choice::Forced(p) => p == Proc::Device,
-                Choice::Auto => self.index.model.best(t, n) == Proc::Device,
-            })
+            && [Task::Kc, Task::Rd]
+                .into_iter()
+                .any(|t| match self.index.policy().of(t) {
+                    Choice::Forced(p) => p == Proc::Device,
+                    Choice::Auto => self.index.model.best(t, n) == Proc::Device,
+                })
     }
 
     /// A placed KC or RD of `n` reads took `t`: for the model.
