@@ -127,7 +127,7 @@ pub struct Cli {
     pub vector_placement: Option<String>,
     /// Where index tasks run when the OpenCL device shares host memory (PoCL, integrated
     /// GPUs): auto (a cost model chooses per batch), cpu, device, or per task, e.g.
-    /// `search=device,insert=cpu` or `IN=device` (docs/placement.md).
+    /// `search=device,insert=cpu`, `IN=device` or `KC=device,RD=cpu` (docs/placement.md).
     #[arg(long, value_name = "PLACEMENT")]
     pub placement: Option<String>,
     /// KVCG's hot/cold split: megabytes of items the hot set may cover; reads of hot keys

@@ -294,7 +294,7 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "profile_batch", Gauge, "average requests per partition batch", |s| Val::Fixed(s.pf.avg_batch, 1);
     "profile_top_key_share", Gauge, "skew: share of requests to the 8 most requested keys per partition (sampled)", |s| Val::Fixed(s.pf.top_key_share, 3);
     "placement", Setting, "where index tasks run (--placement; applies where the device shares the CPU table)", |s| s.device(|| Val::S(s.shared.engine.placement().0.to_string()));
-    "placement_current", Gauge, "where auto puts search, insert and delete now (first partition, at each task's mean batch size)", |s| s.device(|| Val::S(s.pl.current_placement().to_string()));
+    "placement_current", Gauge, "where auto puts search, insert, delete, KC and RD now (first partition, at each task's mean batch size)", |s| s.device(|| Val::S(s.pl.current_placement().to_string()));
     "placement_shared_table", Gauge, "1: the device works on the CPU's own index table, so tasks can be placed", |s| s.device(|| Val::U(s.shared.engine.placement().1 as u64));
     "placement_search_cpu_batches", Counter, "search batches run on the cpu", |s| s.device(|| Val::U(s.pl.batches[0][0]));
     "placement_search_device_batches", Counter, "search batches run on the device", |s| s.device(|| Val::U(s.pl.batches[0][1]));
