@@ -43,8 +43,8 @@ enum Mode {
     /// off, and throughput under Zipf and uniform loads.
     Hotcold(hotcold::Args),
     /// DIDO's placement: the 24 workloads on the OpenCL engine (a device sharing host
-    /// memory, e.g. PoCL), every placement of search/insert/delete predicted by the cost
-    /// model and measured, and where `auto` lands.
+    /// memory, e.g. PoCL), every placement of search, insert, delete, KC and RD predicted
+    /// by the cost model and measured, and where `auto` lands.
     Placement(placement::Args),
     /// DIDO Fig. 20: the OpenCL engine under a load that alternates between mixes, once per
     /// placement; throughput over time and where `auto` ran the index tasks.

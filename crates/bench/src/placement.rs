@@ -331,7 +331,7 @@ fn workload(
         index_ns: 0.0,
     };
     // Batches auto placed on each processor, over its runs only.
-    let mut auto_batches = [[0u64; 2]; 3];
+    let mut auto_batches = [[0u64; 2]; hkv_engine::TASKS];
     for run in 0..runs {
         // The order rotates from run to run: what ran just before (a device placement's
         // runtime threads still winding down, caches) must not always hit the same one.

@@ -58,7 +58,7 @@ pub struct Args {
 
 const BEGIN: &str = "<!-- timeline:begin (written by hkv-bench timeline) -->";
 const END: &str = "<!-- timeline:end -->";
-const TASKS: [&str; 3] = ["search", "insert", "delete"];
+const TASKS: [&str; 5] = ["search", "insert", "delete", "kc", "rd"];
 
 struct Sample {
     /// Seconds since the load started (the sample's midpoint).
@@ -66,12 +66,12 @@ struct Sample {
     phase: usize,
     ops: f64,
     /// Share of each task's batches run on the device during the sample (None: no batches).
-    device_share: [Option<f64>; 3],
+    device_share: [Option<f64>; 5],
     current: String,
 }
 
 /// Batches of each task on (cpu, device) so far.
-fn batches(stats: &BTreeMap<String, String>) -> [(u64, u64); 3] {
+fn batches(stats: &BTreeMap<String, String>) -> [(u64, u64); 5] {
     let get = |k: String| stats.get(&k).and_then(|v| v.parse().ok()).unwrap_or(0u64);
     TASKS.map(|t| {
         (
@@ -184,19 +184,21 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         .collect();
     let tsv = args.out.join("placement-timeline.tsv");
     let mut f = std::fs::File::create(&tsv)?;
-    writeln!(f, "placement\tt_s\tmix\tops_per_s\tsearch_device\tinsert_device\tdelete_device\tplacement_current")?;
+    writeln!(f, "placement\tt_s\tmix\tops_per_s\tsearch_device\tinsert_device\tdelete_device\tkc_device\trd_device\tplacement_current")?;
     for (p, samples) in &runs {
         for s in samples {
             let share = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
             writeln!(
                 f,
-                "{p}\t{:.2}\t{:?}\t{:.0}\t{}\t{}\t{}\t{}",
+                "{p}\t{:.2}\t{:?}\t{:.0}\t{}\t{}\t{}\t{}\t{}\t{}",
                 s.t,
                 args.phases[s.phase],
                 s.ops,
                 share(s.device_share[0]),
                 share(s.device_share[1]),
                 share(s.device_share[2]),
+                share(s.device_share[3]),
+                share(s.device_share[4]),
                 s.current
             )?;
         }
