@@ -273,7 +273,12 @@ fn workload(
                 vec![per_task[t as usize]]
             };
             for (b, q) in parts.into_iter().filter(|&(b, _)| b > 0) {
-                ns += b as f64 * p.placement_predict(t, proc, (q / b) as usize);
+                let m = (q / b) as usize;
+                ns += b as f64
+                    * match (t, pl.of(Task::Kc)) {
+                        (Task::Rd, Choice::Forced(kc)) => p.placement_predict_rd(kc, proc, m),
+                        _ => p.placement_predict(t, proc, m),
+                    };
             }
         }
         n / ns * 1e3
@@ -290,11 +295,22 @@ fn workload(
                 } else {
                     m
                 };
+                let (cpu, dev) = if t == Task::Rd {
+                    (
+                        p.placement_predict_rd(Proc::Cpu, Proc::Cpu, m),
+                        p.placement_predict_rd(Proc::Device, Proc::Device, dm),
+                    )
+                } else {
+                    (
+                        p.placement_predict(t, Proc::Cpu, m),
+                        p.placement_predict(t, Proc::Device, dm),
+                    )
+                };
                 format!(
                     "{} cpu {:.1} us @{m}, device {:.1} us @{dm}",
                     t.name(),
-                    p.placement_predict(t, Proc::Cpu, m) / 1e3,
-                    p.placement_predict(t, Proc::Device, dm) / 1e3
+                    cpu / 1e3,
+                    dev / 1e3
                 )
             })
             .collect::<Vec<_>>()

@@ -10,6 +10,11 @@
 //! The processor not chosen is still tried now and then, so its line stays current: often
 //! enough to notice a change, rarely enough that the expected cost of trying stays under
 //! [`EXPLORE_BUDGET`] of the batch time it could add.
+//!
+//! One pair of tasks is not independent: **task affinity** (DIDO §III-B). KC loads each
+//! item, so RD on the same processor finds it in cache; RD on the other one loads it again.
+//! RD's lines are therefore kept per processor of the KC before it, and KC and RD are
+//! chosen together (`choose_reads`), for the least KC + RD time.
 
 use crate::policy::{Choice, Placement, Proc, Task, TASKS};
 use crate::schedule::LinearFit;
@@ -80,7 +85,15 @@ impl ProcPair {
             return best;
         }
         let other = best.other();
-        let (b, o) = (self.predict(best, n).max(1.0), self.predict(other, n));
+        let (b, o) = (self.predict(best, n), self.predict(other, n));
+        self.explore(best, b, o)
+    }
+
+    /// `best` (predicted `b` ns), or now and then the other processor (predicted `o`), as
+    /// often as the exploration budget allows.
+    fn explore(&mut self, best: Proc, b: f64, o: f64) -> Proc {
+        let other = best.other();
+        let b = b.max(1.0);
         let gap =
             (((o - b) / b / EXPLORE_BUDGET).ceil() as u64).clamp(EXPLORE_MIN_GAP, EXPLORE_MAX_GAP);
         self.since_explore += 1;
@@ -100,7 +113,10 @@ impl ProcPair {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CostModel {
+    /// Each task's lines; RD's are those after a KC on the CPU.
     tasks: [ProcPair; TASKS],
+    /// RD's lines after a KC on the device (task affinity: see the module).
+    rd_after_device_kc: ProcPair,
     /// Batches run on each (task, processor), and the queries in them.
     batches: [[u64; 2]; TASKS],
     queries: [[u64; 2]; TASKS],
@@ -229,15 +245,126 @@ impl CostModel {
         self.single[task.slot()] = self.best(task, 1);
     }
 
+    /// RD's lines after a KC on `kc`.
+    fn rd_pair(&mut self, kc: Proc) -> &mut ProcPair {
+        match kc {
+            Proc::Cpu => &mut self.tasks[Task::Rd.slot()],
+            Proc::Device => &mut self.rd_after_device_kc,
+        }
+    }
+
+    /// Predicted nanoseconds of RD of `n` reads on `proc` after their KC on `kc`.
+    pub fn predict_rd(&self, kc: Proc, proc: Proc, n: usize) -> f64 {
+        match kc {
+            Proc::Cpu => self.tasks[Task::Rd.slot()].predict(proc, n),
+            Proc::Device => self.rd_after_device_kc.predict(proc, n),
+        }
+    }
+
+    /// Where KC and RD of a group of `n` reads run: forced, or the pair with the least
+    /// predicted KC + RD time (task affinity), now and then another so every line stays
+    /// current (within the exploration budget, like every task).
+    pub fn choose_reads(&mut self, placement: &Placement, n: usize) -> (Proc, Proc) {
+        let procs = [Proc::Cpu, Proc::Device];
+        let kc_options: &[Proc] = match placement.of(Task::Kc) {
+            Choice::Forced(p) => &[p][..],
+            Choice::Auto => &procs[..],
+        };
+        let rd_best = |m: &CostModel, kc: Proc| -> (Proc, f64) {
+            let pair = match kc {
+                Proc::Cpu => &m.tasks[Task::Rd.slot()],
+                Proc::Device => &m.rd_after_device_kc,
+            };
+            match placement.of(Task::Rd) {
+                Choice::Forced(p) => (p, pair.predict(p, n)),
+                Choice::Auto if pair.knows() => {
+                    let p = pair.best(n);
+                    (p, pair.predict(p, n))
+                }
+                Choice::Auto => (Proc::Cpu, pair.predict(Proc::Cpu, n)),
+            }
+        };
+        let kc = if kc_options.len() == 1 || !self.knows(Task::Kc) {
+            kc_options[0]
+        } else {
+            let cost = |m: &CostModel, kc: Proc| m.predict(Task::Kc, kc, n) + rd_best(m, kc).1;
+            let (c, d) = (cost(self, Proc::Cpu), cost(self, Proc::Device));
+            let (best, b, o) = if d < c {
+                (Proc::Device, d, c)
+            } else {
+                (Proc::Cpu, c, d)
+            };
+            self.tasks[Task::Kc.slot()].explore(best, b, o)
+        };
+        let rd = match placement.of(Task::Rd) {
+            Choice::Forced(p) => p,
+            Choice::Auto => self.rd_pair(kc).choose_auto(n),
+        };
+        (kc, rd)
+    }
+
+    /// Where KC and RD of `n` reads would go under `auto` for both (no exploring).
+    pub fn best_reads(&self, n: usize) -> (Proc, Proc) {
+        let mut best = ((Proc::Cpu, Proc::Cpu), f64::INFINITY);
+        for kc in [Proc::Cpu, Proc::Device] {
+            for rd in [Proc::Cpu, Proc::Device] {
+                let t = self.predict(Task::Kc, kc, n) + self.predict_rd(kc, rd, n);
+                let known = (kc == Proc::Cpu || self.knows(Task::Kc))
+                    && (rd == Proc::Cpu || {
+                        let pair = match kc {
+                            Proc::Cpu => &self.tasks[Task::Rd.slot()],
+                            Proc::Device => &self.rd_after_device_kc,
+                        };
+                        pair.knows()
+                    });
+                if known && t < best.1 {
+                    best = ((kc, rd), t);
+                }
+            }
+        }
+        best.0
+    }
+
+    /// A timed RD after a KC on `kc`: like [`CostModel::observe`], on RD's lines for that.
+    pub fn observe_rd(&mut self, kc: Proc, proc: Proc, n: usize, ns: f64) {
+        if self.rd_pair(kc).knows() {
+            let predicted = self.predict_rd(kc, proc, n);
+            self.predicted_ns += predicted;
+            self.measured_ns += ns;
+            self.abs_error_ns += (predicted - ns).abs();
+        }
+        self.batches[Task::Rd.slot()][proc.slot()] += 1;
+        self.queries[Task::Rd.slot()][proc.slot()] += n as u64;
+        self.calibrate_rd(kc, proc, n, ns);
+    }
+
+    /// A timed RD outside the service (start-up calibration).
+    pub fn calibrate_rd(&mut self, kc: Proc, proc: Proc, n: usize, ns: f64) {
+        self.rd_pair(kc).record(proc, n, ns);
+    }
+
     pub fn report(&self) -> PlacementReport {
         let mut per = [[0.0; 2]; TASKS];
         for t in Task::ALL {
             for p in [Proc::Cpu, Proc::Device] {
-                if self.tasks[t.slot()].fits[p.slot()].samples() > 0.0 {
-                    per[t.slot()][p.slot()] = self.predict(t, p, 64) / 64.0;
+                // RD's line on each processor is the one after a KC on the same one.
+                let pair = match (t, p) {
+                    (Task::Rd, Proc::Device) => &self.rd_after_device_kc,
+                    _ => &self.tasks[t.slot()],
+                };
+                if pair.fits[p.slot()].samples() > 0.0 {
+                    per[t.slot()][p.slot()] = pair.predict(p, 64) / 64.0;
                 }
             }
         }
+        let mean = |i: usize| {
+            let (b, q) = (
+                self.batches[i][0] + self.batches[i][1],
+                self.queries[i][0] + self.queries[i][1],
+            );
+            q.checked_div(b).map_or(64, |m| m as usize)
+        };
+        let (kc, rd) = self.best_reads(mean(Task::Kc.slot()));
         PlacementReport {
             batches: self.batches,
             queries: self.queries,
@@ -247,13 +374,10 @@ impl CostModel {
             per_query_ns_at_64: per,
             chunks_host: 0,
             chunks_device: 0,
-            current: Task::ALL.map(|t| {
-                let i = t.slot();
-                let (b, q) = (
-                    self.batches[i][0] + self.batches[i][1],
-                    self.queries[i][0] + self.queries[i][1],
-                );
-                self.best(t, q.checked_div(b).map_or(64, |m| m as usize))
+            current: Task::ALL.map(|t| match t {
+                Task::Kc => kc,
+                Task::Rd => rd,
+                _ => self.best(t, mean(t.slot())),
             }),
         }
     }
@@ -328,6 +452,55 @@ mod tests {
         slower.record(Proc::Device, 1000, 7000.0);
         assert_eq!(slower.device_from(), None, "steeper and dearer: never");
         assert_eq!(ProcPair::default().device_from(), None, "untimed: never");
+    }
+
+    /// KC alone is cheaper on the device, but RD after it on the CPU must load every item
+    /// again and RD on the device is slower still: KC and RD stay together on the CPU.
+    #[test]
+    fn task_affinity_keeps_kc_with_rd() {
+        let mut m = CostModel::default();
+        for n in [1usize, 64, 1024] {
+            let n_ = n as f64;
+            m.calibrate(Task::Kc, Proc::Cpu, n, 10.0 * n_);
+            m.calibrate(Task::Kc, Proc::Device, n, 5.0 * n_);
+            m.calibrate_rd(Proc::Cpu, Proc::Cpu, n, 2.0 * n_);
+            m.calibrate_rd(Proc::Cpu, Proc::Device, n, 50.0 * n_);
+            m.calibrate_rd(Proc::Device, Proc::Cpu, n, 20.0 * n_);
+            m.calibrate_rd(Proc::Device, Proc::Device, n, 50.0 * n_);
+        }
+        assert_eq!(
+            m.best(Task::Kc, 64),
+            Proc::Device,
+            "KC alone prefers the device"
+        );
+        assert_eq!(m.best_reads(64), (Proc::Cpu, Proc::Cpu));
+        let picks: Vec<(Proc, Proc)> = (0..10_000)
+            .map(|_| m.choose_reads(&Placement::AUTO, 64))
+            .collect();
+        let together = picks
+            .iter()
+            .filter(|&&p| p == (Proc::Cpu, Proc::Cpu))
+            .count();
+        // KC's and RD's explorations each stay within the budget (a KC try here costs about
+        // the best pair's time again: one in ~50).
+        assert!(together >= 9_700, "{together} of 10000 on the CPU together");
+        assert!(together < 10_000, "the other lines are never re-measured");
+        // Forced KC on the device: RD follows the lines after a device KC (CPU: 20 < 50).
+        let kc_dev: Placement = "KC=device".parse().unwrap();
+        assert_eq!(m.best_reads(64), (Proc::Cpu, Proc::Cpu));
+        let rd = (0..1000)
+            .filter(|_| m.choose_reads(&kc_dev, 64) == (Proc::Device, Proc::Cpu))
+            .count();
+        assert!(rd >= 950, "{rd}");
+        // When RD after a device KC turns cheap, the pair moves to the device.
+        for _ in 0..5000 {
+            m.observe_rd(Proc::Device, Proc::Device, 64, 64.0);
+        }
+        assert_eq!(m.best_reads(64), (Proc::Device, Proc::Device));
+        assert_eq!(
+            m.report().current_placement().of(Task::Kc),
+            Choice::Forced(Proc::Device)
+        );
     }
 
     #[test]

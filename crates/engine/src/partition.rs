@@ -334,6 +334,12 @@ impl Partition {
         self.index.model.predict(task, proc, n)
     }
 
+    /// The cost model's prediction for RD of `n` reads on `proc` after their KC on `kc` (ns):
+    /// RD's lines depend on where KC ran (task affinity).
+    pub fn placement_predict_rd(&self, kc: crate::Proc, proc: crate::Proc, n: usize) -> f64 {
+        self.index.model.predict_rd(kc, proc, n)
+    }
+
     /// The placement asked for, and whether the device shares the CPU's table (without
     /// which every index task runs on the device).
     pub fn placement(&self) -> (crate::Placement, bool) {

@@ -210,12 +210,6 @@ impl Index {
         }
     }
 
-    /// Where a batch of `n` of a task that runs only where the table is shared (KC, RD)
-    /// goes: forced, or the model's choice.
-    pub(crate) fn choose(&mut self, task: Task, n: usize) -> Proc {
-        self.model.choose(&self.policy, task, n)
-    }
-
     pub(super) fn place_one(&self, task: Task) -> Proc {
         match &self.device {
             None => Proc::Cpu,

@@ -103,30 +103,39 @@ impl Partition {
         self.items_device.is_some()
     }
 
-    /// Where KC or RD of a group of `n` reads runs.
-    pub(super) fn items_proc(&mut self, task: Task, n: usize) -> Proc {
+    /// Where KC and RD of a group of `n` reads run (chosen together: task affinity).
+    pub(super) fn items_procs(&mut self, n: usize) -> (Proc, Proc) {
         if self.items_device.is_none() || !self.index.shared() {
-            return Proc::Cpu;
+            return (Proc::Cpu, Proc::Cpu);
         }
-        self.index.choose(task, n)
+        let policy = self.index.policy();
+        self.index.model.choose_reads(&policy, n)
     }
 
     /// Whether KC or RD would put a group of `n` on the device (so reads are grouped per
     /// batch, not 64 at a time: a launch per 64 would cost more than it does).
     pub(super) fn items_want_device(&self, n: usize) -> bool {
+        let forced = |t| self.index.policy().of(t) == Choice::Forced(Proc::Device);
+        let auto = |t| self.index.policy().of(t) == Choice::Auto;
         self.items_device.is_some()
-            && [Task::Kc, Task::Rd]
-                .into_iter()
-                .any(|t| match self.index.policy().of(t) {
-                    Choice::Forced(p) => p == Proc::Device,
-                    Choice::Auto => self.index.model.best(t, n) == Proc::Device,
-                })
+            && (forced(Task::Kc) || forced(Task::Rd) || {
+                let (kc, rd) = self.index.model.best_reads(n);
+                (auto(Task::Kc) && kc == Proc::Device) || (auto(Task::Rd) && rd == Proc::Device)
+            })
     }
 
-    /// A placed KC or RD of `n` reads took `t`: for the model.
-    pub(super) fn items_timed(&mut self, task: Task, proc: Proc, n: usize, t: Instant) {
+    /// A placed KC of `n` reads took `t`: for the model.
+    pub(super) fn kc_timed(&mut self, proc: Proc, n: usize, t: Instant) {
         if self.items_device.is_some() {
-            self.index.timed(task, proc, n, Some(t));
+            self.index.timed(Task::Kc, proc, n, Some(t));
+        }
+    }
+
+    /// A placed RD of `n` reads, after their KC on `kc`, took `t`: for the model.
+    pub(super) fn rd_timed(&mut self, kc: Proc, proc: Proc, n: usize, t: Instant) {
+        if self.items_device.is_some() {
+            let ns = t.elapsed().as_nanos() as f64;
+            self.index.model.observe_rd(kc, proc, n, ns);
         }
     }
 
@@ -252,7 +261,7 @@ impl Partition {
             }
         }
         let mut x = 0x9E37_79B9u32;
-        let mut found = Vec::new();
+        let (mut found, mut out) = (Vec::new(), Vec::new());
         for rep in 0..=crate::cost::CALIBRATION_REPS {
             for &n in &crate::cost::CALIBRATION_SIZES {
                 let pick: Vec<usize> = (0..n)
@@ -273,51 +282,64 @@ impl Partition {
                     s.keys.extend_from_slice(&keys[p]);
                     s.key_at.push(s.keys.len() as u32);
                 }
-                // The first round only warms up (PoCL compiles a kernel on its first launch).
-                let record = |m: &mut crate::cost::CostModel, task, proc, t: Instant| {
-                    if rep > 0 {
-                        m.calibrate(task, proc, n, t.elapsed().as_nanos() as f64);
-                    }
-                };
-                crate::index::placement::settle_gap();
-                let t = Instant::now();
-                found.clear();
-                for &p in &pick {
-                    found.push(
-                        store
-                            .get(locs[p])
-                            .is_some_and(|i| i.key_is(&keys[p]) && !i.is_expired(now)),
-                    );
-                }
-                std::hint::black_box(&found);
-                record(&mut self.index.model, Task::Kc, Proc::Cpu, t);
-                crate::index::placement::settle_gap();
-                let t = Instant::now();
-                if s.kernels
-                    .kc(&s.at, &s.keys, &s.key_at, now, &mut s.found, &mut s.lens)
-                    .is_err()
-                {
-                    return;
-                }
-                record(&mut self.index.model, Task::Kc, Proc::Device, t);
-                crate::index::placement::settle_gap();
-                let t = Instant::now();
-                let mut out = Vec::new();
-                for &p in &pick {
-                    if let Some(item) = store.get(locs[p]) {
-                        store.copy_value(&item, &mut out);
-                    }
-                }
-                std::hint::black_box(&out);
-                record(&mut self.index.model, Task::Rd, Proc::Cpu, t);
                 s.out_at.clear();
                 s.out_at.extend((0..=n as u32).map(|i| i * 32));
-                crate::index::placement::settle_gap();
-                let t = Instant::now();
-                if s.kernels.rd(&s.at, &s.out_at, &mut s.values).is_err() {
-                    return;
+                // Each KC then RD, on every pair of processors (RD's lines depend on where
+                // KC ran: task affinity). The first round only warms up (PoCL compiles a
+                // kernel on its first launch).
+                for (kc, rd) in [
+                    (Proc::Cpu, Proc::Cpu),
+                    (Proc::Device, Proc::Device),
+                    (Proc::Device, Proc::Cpu),
+                    (Proc::Cpu, Proc::Device),
+                ] {
+                    crate::index::placement::settle_gap();
+                    let t = Instant::now();
+                    let ok = match kc {
+                        Proc::Cpu => {
+                            found.clear();
+                            for &p in &pick {
+                                found.push(
+                                    store
+                                        .get(locs[p])
+                                        .is_some_and(|i| i.key_is(&keys[p]) && !i.is_expired(now)),
+                                );
+                            }
+                            std::hint::black_box(&found);
+                            true
+                        }
+                        Proc::Device => s
+                            .kernels
+                            .kc(&s.at, &s.keys, &s.key_at, now, &mut s.found, &mut s.lens)
+                            .is_ok(),
+                    };
+                    let kc_ns = t.elapsed().as_nanos() as f64;
+                    let t = Instant::now();
+                    let ok = ok
+                        && match rd {
+                            Proc::Cpu => {
+                                out.clear();
+                                for &p in &pick {
+                                    if let Some(item) = store.get(locs[p]) {
+                                        store.copy_value(&item, &mut out);
+                                    }
+                                }
+                                std::hint::black_box(&out);
+                                true
+                            }
+                            Proc::Device => s.kernels.rd(&s.at, &s.out_at, &mut s.values).is_ok(),
+                        };
+                    let rd_ns = t.elapsed().as_nanos() as f64;
+                    if !ok {
+                        return;
+                    }
+                    if rep > 0 {
+                        if kc == rd {
+                            self.index.model.calibrate(Task::Kc, kc, n, kc_ns);
+                        }
+                        self.index.model.calibrate_rd(kc, rd, n, rd_ns);
+                    }
                 }
-                record(&mut self.index.model, Task::Rd, Proc::Device, t);
             }
         }
     }

@@ -2,7 +2,7 @@
 //! prefetched a few reads ahead for the key compares, then their replies.
 
 use super::*;
-use crate::policy::{Proc, Task};
+use crate::policy::Proc;
 
 impl Partition {
     pub(super) fn flush_reads(
@@ -32,7 +32,7 @@ impl Partition {
         // (and placed on its own, where the device shares host memory: items.rs).
         let n = self.group.len();
         let t = std::time::Instant::now();
-        let mut kc_proc = self.items_proc(Task::Kc, n);
+        let (mut kc_proc, mut rd_proc) = self.items_procs(n);
         if kc_proc == Proc::Device && !self.kc_on_device(reqs, now) {
             kc_proc = Proc::Cpu;
         }
@@ -40,8 +40,7 @@ impl Partition {
             self.kc_group(reqs, now);
         }
         let kc = std::time::Instant::now();
-        self.items_timed(Task::Kc, kc_proc, n, t);
-        let mut rd_proc = self.items_proc(Task::Rd, n);
+        self.kc_timed(kc_proc, n, t);
         if rd_proc == Proc::Device && !self.rd_on_device(kc_proc == Proc::Device) {
             rd_proc = Proc::Cpu;
         }
@@ -65,7 +64,7 @@ impl Partition {
                 d.value_at = value_at;
             }
         }
-        self.items_timed(Task::Rd, rd_proc, n, kc);
+        self.rd_timed(kc_proc, rd_proc, n, kc);
         self.stats.task_kc_ns += (kc - t).as_nanos() as u64;
         self.stats.task_rd_ns += kc.elapsed().as_nanos() as u64;
         self.group.clear();
