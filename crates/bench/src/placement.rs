@@ -319,9 +319,15 @@ fn workload(
     let lines_startup = lines(p);
     let startup: Vec<f64> = placements.iter().map(|pl| predict(p, pl)).collect();
     // Online correction, as in service: a fifth of a pass with every task on the device
-    // refits the device's lines from real batches (the reference refitted the CPU's).
+    // refits the device's lines from real batches (the reference refitted the CPU's), and
+    // a tenth with KC and RD apart each way refits RD's lines after a KC on the other
+    // processor (task affinity), which the two whole placements never run.
     p.set_placement(Placement::all(Proc::Device));
     engine_mix(p, &stream.head(stream.len() / 5), batch, &value, false);
+    for apart in ["IN=cpu,KC=cpu,RD=device", "IN=cpu,KC=device,RD=cpu"] {
+        p.set_placement(apart.parse().expect("a valid placement"));
+        engine_mix(p, &stream.head(stream.len() / 10), batch, &value, false);
+    }
     let lines_before = lines(p);
     let mut rows: Vec<Row> = placements
         .iter()
