@@ -146,6 +146,11 @@ pub struct PlacementReport {
     /// (work stealing), and that the device did.
     pub chunks_host: u64,
     pub chunks_device: u64,
+    /// Device-placed searches split with the partition's thread (load dispatch, where they
+    /// cannot be stolen from), their queries, and the device's share of those.
+    pub splits: u64,
+    pub split_queries: u64,
+    pub split_device_queries: u64,
     /// Where `auto` puts each task now, at the task's mean batch size so far.
     pub current: [Proc; TASKS],
 }
@@ -165,6 +170,9 @@ impl PlacementReport {
         self.abs_error_ns += o.abs_error_ns;
         self.chunks_host += o.chunks_host;
         self.chunks_device += o.chunks_device;
+        self.splits += o.splits;
+        self.split_queries += o.split_queries;
+        self.split_device_queries += o.split_device_queries;
     }
 
     /// `current` as a placement (`search=cpu,insert=device,delete=cpu`, or one word).
@@ -374,6 +382,9 @@ impl CostModel {
             per_query_ns_at_64: per,
             chunks_host: 0,
             chunks_device: 0,
+            splits: 0,
+            split_queries: 0,
+            split_device_queries: 0,
             current: Task::ALL.map(|t| match t {
                 Task::Kc => kc,
                 Task::Rd => rd,

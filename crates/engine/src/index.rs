@@ -85,6 +85,10 @@ pub(crate) struct Index {
     policy: Placement,
     /// Chunks of device-placed searches done by this thread and by the device.
     pub stolen: hkv_index::opencl::Stolen,
+    /// Device-placed searches split with this thread where they cannot be stolen from.
+    pub dispatch: crate::dispatch::Dispatch,
+    /// Splitting is allowed (`HKV_OPENCL_DISPATCH=0` turns it off, to compare).
+    split_on: bool,
     pub model: CostModel,
 }
 
@@ -102,6 +106,8 @@ impl Index {
             policy: Placement::AUTO,
             model: CostModel::default(),
             stolen: Default::default(),
+            dispatch: Default::default(),
+            split_on: std::env::var("HKV_OPENCL_DISPATCH").as_deref() != Ok("0"),
         }
     }
 
@@ -390,10 +396,51 @@ impl Index {
     ) {
         let proc = self.place(Task::Search, hashes.len());
         let t = self.clock();
-        if self.search_on(proc, Some(store), hashes, out, dropped) {
+        let done = if proc == Proc::Device && self.splits() {
+            self.search_split(store, hashes, out, dropped)
+        } else {
+            self.search_on(proc, Some(store), hashes, out, dropped)
+        };
+        if done {
             self.timed(Task::Search, proc, hashes.len(), t);
         } else {
             self.cpu.search(hashes, out);
+        }
+    }
+
+    /// Whether a device-placed search is split with this thread (load dispatch): on a
+    /// shared table whose device cannot share it by stealing.
+    pub fn splits(&self) -> bool {
+        self.split_on
+            && self
+                .device
+                .as_ref()
+                .is_some_and(|d| d.is_shared() && !d.steals() && d.sub_tables() == 1)
+    }
+
+    /// A device-placed search split between the device and this thread, at the share the
+    /// measured rates of both set (dispatch.rs).
+    fn search_split(
+        &mut self,
+        store: &SlabStore,
+        hashes: &[KeyHash],
+        out: &mut [Location],
+        dropped: &mut Vec<Location>,
+    ) -> bool {
+        let Some(d) = &self.device else {
+            return false;
+        };
+        let k = self.dispatch.device_share(hashes.len());
+        let cpu = &self.cpu;
+        match d.try_search_split(hashes, out, k, |h, o| cpu.search(h, o)) {
+            Ok(split) => {
+                self.dispatch.observe(k, hashes.len(), split);
+                true
+            }
+            Err(e) => {
+                self.failed(e, Some(store), dropped);
+                false
+            }
         }
     }
 

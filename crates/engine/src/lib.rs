@@ -8,6 +8,7 @@
 //! [`Engine::into_partitions`].
 
 mod cost;
+mod dispatch;
 mod engine;
 mod index;
 mod partition;

@@ -351,6 +351,9 @@ impl Partition {
         crate::PlacementReport {
             chunks_host: self.index.stolen.host,
             chunks_device: self.index.stolen.device,
+            splits: self.index.dispatch.splits,
+            split_queries: self.index.dispatch.queries,
+            split_device_queries: self.index.dispatch.device_queries,
             ..self.index.model.report()
         }
     }

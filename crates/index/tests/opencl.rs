@@ -269,3 +269,39 @@ fn a_shared_table_and_stolen_search_chunks_match_the_cpu_backend() {
     assert!(host > 0, "this thread never took a chunk");
     drop(dev);
 }
+
+/// A search split between the device and the caller (load dispatch) answers every query as
+/// the device alone does, whatever the device's share, and the caller's part runs while
+/// the device's is in flight.
+#[test]
+fn a_split_search_matches_a_whole_one_at_every_share() {
+    let Some(mut dev) = ocl(1 << 12) else { return };
+    let arena = Arena::new(4 << 20).unwrap();
+    let mut cpu = CpuIndex::new(&arena, 1 << 12).unwrap();
+    let ks = keys(3000, 7);
+    let batch: Vec<(KeyHash, u32)> = ks
+        .iter()
+        .take(2000)
+        .zip(0..)
+        .map(|(k, i)| (*k, i))
+        .collect();
+    let mut a = vec![InsertOutcome::Inserted; batch.len()];
+    let mut b = a.clone();
+    cpu.insert(&batch, &mut a);
+    dev.insert(&batch, &mut b);
+    let mut whole = vec![0; ks.len()];
+    dev.search(&ks, &mut whole);
+    for share in [0, 1, 64, 1000, 2999, 3000, 5000] {
+        let mut out = vec![0; ks.len()];
+        let mut host_queries = 0;
+        let split = dev
+            .try_search_split(&ks, &mut out, share, |h, o| {
+                host_queries = h.len();
+                cpu.search(h, o);
+            })
+            .unwrap();
+        assert_eq!(out, whole, "device share {share}");
+        assert_eq!(host_queries, ks.len() - share.min(ks.len()));
+        assert!(split.host_ns > 0 || host_queries == 0);
+    }
+}

@@ -264,3 +264,49 @@ fn kc_and_rd_on_the_device_answer_every_read_as_the_cpu_does() {
         assert_healthy(&h);
     }
 }
+
+/// Where device-placed searches cannot be shared by stealing (a GPU; here PoCL with
+/// stealing off), they are split with the partition's thread at a measured ratio, and
+/// every read is answered as before.
+#[test]
+fn device_searches_without_stealing_are_split_at_a_measured_ratio() {
+    if !have_opencl() {
+        eprintln!("no OpenCL device: the load-dispatch test did not run");
+        return;
+    }
+    let h = Hkv::start_with_env(
+        &[
+            "--engine",
+            "opencl",
+            "-t",
+            "1",
+            "--placement",
+            "search=device",
+        ],
+        &[("HKV_OPENCL_STEAL", "0")],
+    );
+    assert_eq!(stat(&h, "hkv", "placement_steals"), "0");
+    let mut c = h.connect();
+    let mut batch = String::new();
+    let mut want = String::new();
+    for i in 0..500 {
+        batch += &format!("set d{i} {i} 0 {}\r\n{i}\r\n", i.to_string().len());
+        want += "STORED\r\n";
+    }
+    c.expect(&batch, &want);
+    let keys: Vec<String> = (0..520).map(|i| format!("d{i}")).collect();
+    let mut want = String::new();
+    for i in 0..500 {
+        want += &format!("VALUE d{i} {i} {}\r\n{i}\r\nEND\r\n", i.to_string().len());
+    }
+    want += &"END\r\n".repeat(20);
+    let gets: String = keys.iter().map(|k| format!("get {k}\r\n")).collect();
+    for _ in 0..5 {
+        c.expect(&gets, &want);
+    }
+    let splits: u64 = stat(&h, "hkv", "placement_splits").parse().unwrap();
+    assert!(splits > 0, "no split search");
+    let ratio: f64 = stat(&h, "hkv", "placement_dispatch_ratio").parse().unwrap();
+    assert!(ratio > 0.0 && ratio <= 1.0, "{ratio}");
+    assert_healthy(&h);
+}

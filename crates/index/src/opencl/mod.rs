@@ -26,6 +26,7 @@ mod update;
 mod vector;
 
 pub use items::{KcVerdict, OclItems, NO_CHUNK, VALUE_CHAINED};
+pub use search::Split;
 pub use steal::Stolen;
 pub use vector::{OclVector, ELEMENTS};
 

@@ -8,13 +8,22 @@ use super::{err, OclIndex, GROUP, PIPELINE_CHUNK};
 use crate::hash::KeyHash;
 use crate::{IndexError, Location, NO_LOCATION};
 
+/// Where the time of a split search went (see [`OclIndex::try_search_split`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// From the launch until the thread finished its own share.
+    pub host_ns: u64,
+    /// Then, until the device's share was done.
+    pub wait_ns: u64,
+}
+
 impl OclIndex {
     /// Batched search. A large batch is cut into chunks that alternate between two in-order
     /// queues, so one chunk's copies overlap another's kernel (Mega-KV's streams). Device
     /// time is read from profiling events: copy and kernel time as the device saw them.
     pub fn try_search(&self, hashes: &[KeyHash], out: &mut [Location]) -> Result<(), IndexError> {
         if self.tables.len() == 1 {
-            return self.search_in(0, hashes, out);
+            return self.search_in(0, hashes, out, || {});
         }
         for t in 0..self.tables.len() {
             let idx: Vec<usize> = (0..hashes.len())
@@ -25,7 +34,7 @@ impl OclIndex {
             }
             let hs: Vec<KeyHash> = idx.iter().map(|&i| hashes[i]).collect();
             let mut o = vec![NO_LOCATION; hs.len()];
-            self.search_in(t, &hs, &mut o)?;
+            self.search_in(t, &hs, &mut o, || {})?;
             for (j, &i) in idx.iter().enumerate() {
                 out[i] = o[j];
             }
@@ -43,11 +52,51 @@ impl OclIndex {
         self.tables.len()
     }
 
+    /// A search split between the device and the calling thread (KV-Direct's load
+    /// dispatch, applied to processors): the device gets the first `device_share` queries,
+    /// enqueued without waiting, and the thread runs `cpu` on the rest meanwhile, then
+    /// waits for the device. For a table of one buffer (a shared table); returns how long
+    /// the thread's own part took and how long it then waited for the device.
+    pub fn try_search_split(
+        &self,
+        hashes: &[KeyHash],
+        out: &mut [Location],
+        device_share: usize,
+        cpu: impl FnOnce(&[KeyHash], &mut [Location]),
+    ) -> Result<Split, IndexError> {
+        if self.tables.len() != 1 {
+            return Err(IndexError::Size(
+                "a split search needs a table of one buffer".into(),
+            ));
+        }
+        let k = device_share.min(hashes.len());
+        let (device_out, host_out) = out.split_at_mut(k);
+        let mut split = Split::default();
+        let mut host = Some(cpu);
+        let start = std::time::Instant::now();
+        self.search_in(0, &hashes[..k], device_out, || {
+            if let Some(cpu) = host.take() {
+                cpu(&hashes[k..], host_out);
+            }
+            split.host_ns = start.elapsed().as_nanos() as u64;
+        })?;
+        if let Some(cpu) = host.take() {
+            // The device had nothing to do: the thread did all of it.
+            cpu(&hashes[k..], host_out);
+            split.host_ns = start.elapsed().as_nanos() as u64;
+        }
+        split.wait_ns = (start.elapsed().as_nanos() as u64).saturating_sub(split.host_ns);
+        Ok(split)
+    }
+
+    /// Searches `hashes` in sub-table `t`; `between` runs once the device's work is
+    /// enqueued, before waiting for it.
     fn search_in(
         &self,
         t: usize,
         hashes: &[KeyHash],
         out: &mut [Location],
+        between: impl FnOnce(),
     ) -> Result<(), IndexError> {
         let n = hashes.len();
         if n == 0 {
@@ -118,6 +167,7 @@ impl OclIndex {
             }
             buffers.push((bs, bl, bo));
         }
+        between();
         for q in &self.queues {
             q.finish().map_err(|e| err("finish", e))?;
         }

@@ -319,6 +319,8 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "placement_steals", Gauge, "1: device-placed searches are shared with the partition's thread in 64-query chunks (work stealing)", |s| s.device(|| Val::U(s.shared.engine.steals() as u64));
     "placement_chunks_host", Counter, "chunks of device-placed searches the partition's thread took", |s| s.device(|| Val::U(s.pl.chunks_host));
     "placement_chunks_device", Counter, "chunks of device-placed searches the device did", |s| s.device(|| Val::U(s.pl.chunks_device));
+    "placement_splits", Counter, "device-placed searches split with the partition's thread (load dispatch: no work stealing on this device)", |s| s.device(|| Val::U(s.pl.splits));
+    "placement_dispatch_ratio", Gauge, "the device's share of the queries of split searches, following both sides' measured rates", |s| s.device(|| Val::Fixed(if s.pl.split_queries > 0 { s.pl.split_device_queries as f64 / s.pl.split_queries as f64 } else { 0.0 }, 3));
     "placement_predicted_us", Counter, "cost model: predicted time of the placed index batches", |s| s.device(|| Val::U((s.pl.predicted_ns / 1000.0) as u64));
     "placement_measured_us", Counter, "measured time of those batches", |s| s.device(|| Val::U((s.pl.measured_ns / 1000.0) as u64));
     "placement_model_error", Gauge, "cost model: mean |predicted - measured| / measured over placed batches", |s| s.device(|| Val::Fixed(s.pl.model_error(), 3));
