@@ -21,8 +21,11 @@ use crate::schedule::LinearFit;
 
 /// The share of index time that trying the slower processor may cost on average.
 const EXPLORE_BUDGET: f64 = 0.02;
-/// Tried at least once in this many batches of a task, however slow it looked.
-const EXPLORE_MAX_GAP: u64 = 1 << 14;
+/// Tried at least once in this many batches of a task, however slow it looked. Large: over
+/// the network a read group can be a few reads, a device call then costs ~1000x the CPU's,
+/// and a tighter bound (it was 2^14) broke the budget several times over (measured: auto
+/// at 0.85x of the all-CPU placement on a 50%-SET load once KC and RD explored too).
+const EXPLORE_MAX_GAP: u64 = 1 << 20;
 /// Tried at most once in this many batches, however close the two are.
 const EXPLORE_MIN_GAP: u64 = 32;
 /// Calibration batch sizes and repetitions.
