@@ -15,6 +15,7 @@ use crate::cost::CostModel;
 use crate::policy::{Placement, Proc, Task};
 use std::time::Instant;
 
+mod dispatch;
 pub(crate) mod placement;
 
 fn ns(t: Instant) -> f64 {
@@ -405,42 +406,6 @@ impl Index {
             self.timed(Task::Search, proc, hashes.len(), t);
         } else {
             self.cpu.search(hashes, out);
-        }
-    }
-
-    /// Whether a device-placed search is split with this thread (load dispatch): on a
-    /// shared table whose device cannot share it by stealing.
-    pub fn splits(&self) -> bool {
-        self.split_on
-            && self
-                .device
-                .as_ref()
-                .is_some_and(|d| d.is_shared() && !d.steals() && d.sub_tables() == 1)
-    }
-
-    /// A device-placed search split between the device and this thread, at the share the
-    /// measured rates of both set (dispatch.rs).
-    fn search_split(
-        &mut self,
-        store: &SlabStore,
-        hashes: &[KeyHash],
-        out: &mut [Location],
-        dropped: &mut Vec<Location>,
-    ) -> bool {
-        let Some(d) = &self.device else {
-            return false;
-        };
-        let k = self.dispatch.device_share(hashes.len());
-        let cpu = &self.cpu;
-        match d.try_search_split(hashes, out, k, |h, o| cpu.search(h, o)) {
-            Ok(split) => {
-                self.dispatch.observe(k, hashes.len(), split);
-                true
-            }
-            Err(e) => {
-                self.failed(e, Some(store), dropped);
-                false
-            }
         }
     }
 

@@ -18,6 +18,20 @@ pub struct HitHeader {
     pub value_len: u32,
 }
 
+impl HitHeader {
+    #[inline(always)]
+    fn of(item: &Item<'_>) -> HitHeader {
+        HitHeader {
+            bits: item.bits(),
+            expiry: item.expiry(),
+            atime: item.atime(),
+            flags: item.flags(),
+            cas: item.cas(),
+            value_len: item.value_len() as u32,
+        }
+    }
+}
+
 impl SlabStore {
     /// Copies the value of the live item at `loc` to `out` and returns its header, then
     /// records the hit: the class's hit count and, when the read bumps, the reference bit
@@ -32,14 +46,7 @@ impl SlabStore {
         out: &mut Vec<u8>,
     ) -> Option<HitHeader> {
         let item = self.get(loc)?;
-        let header = HitHeader {
-            bits: item.bits(),
-            expiry: item.expiry(),
-            atime: item.atime(),
-            flags: item.flags(),
-            cas: item.cas(),
-            value_len: item.value_len() as u32,
-        };
+        let header = HitHeader::of(&item);
         self.copy_value(&item, out);
         self.count_hit(loc, &header, now, bump);
         Some(header)
@@ -49,14 +56,7 @@ impl SlabStore {
     /// header, and the hit recorded the same way.
     pub fn record_hit(&mut self, loc: Location, now: u32, bump: bool) -> Option<HitHeader> {
         let item = self.get(loc)?;
-        let header = HitHeader {
-            bits: item.bits(),
-            expiry: item.expiry(),
-            atime: item.atime(),
-            flags: item.flags(),
-            cas: item.cas(),
-            value_len: item.value_len() as u32,
-        };
+        let header = HitHeader::of(&item);
         self.count_hit(loc, &header, now, bump);
         Some(header)
     }
