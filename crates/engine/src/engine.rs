@@ -34,6 +34,9 @@ pub struct EngineConfig {
     /// same-key table while index writes are delayed, so later operations on a hot key skip
     /// the index (`--merge-atomics`; off only for experiments).
     pub merge_atomics: bool,
+    /// Hits with values at least this long are answered as pins on their chunks
+    /// (`Responses::pinned`) rather than copies; `usize::MAX` (the default) never.
+    pub zero_copy_min: usize,
     /// Where vector updates run (`--vector-placement`).
     pub vector_placement: crate::VectorPlacement,
     /// Where index tasks run when a device shares the CPU's table (`--placement`).
@@ -73,6 +76,7 @@ impl Default for EngineConfig {
             backend: Backend::Cpu,
             schedule: crate::ScheduleConfig::default(),
             merge_atomics: true,
+            zero_copy_min: usize::MAX,
             vector_placement: crate::VectorPlacement::Auto,
             placement: crate::Placement::AUTO,
             share_device_table: true,
@@ -259,6 +263,7 @@ impl Engine {
             // Without a scheduler here, the bounds say whether batches are periodic (C > 0).
             part.set_write_delay(part.has_device() || config.schedule.min_us > 0.0);
             part.set_merge_atomics(config.merge_atomics);
+            part.set_zero_copy_min(config.zero_copy_min);
             part.set_evictions(config.evictions);
             part.set_vector_placement(config.vector_placement, calibrated);
             if config.share_device_table {

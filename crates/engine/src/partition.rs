@@ -15,6 +15,7 @@ mod delayed;
 mod growth;
 mod items;
 mod meta;
+mod pin;
 pub(crate) mod placement;
 mod read;
 mod reclaim;
@@ -118,6 +119,10 @@ pub struct Partition {
     /// This write's MM and IN parts are timed (one in [`WRITE_SAMPLE`]).
     sample_write: bool,
     writes_seen: u64,
+    /// See [`Partition::set_zero_copy_min`].
+    zero_copy_min: usize,
+    /// The pins of the run in progress (partition/pin.rs).
+    pub(crate) pin_sink: pin::PinSink,
 }
 
 /// Operations in one batch and the time spent on them (searches: IN; writes: MM + IN).
@@ -227,6 +232,8 @@ impl Partition {
             sample_write: false,
             writes_seen: 0,
             profile: Default::default(),
+            zero_copy_min: usize::MAX,
+            pin_sink: pin::PinSink::default(),
         }
     }
 
@@ -384,6 +391,7 @@ impl Partition {
             results,
             after,
             data,
+            pinned,
             value_budget,
             group_budget,
             group_bytes,
@@ -392,6 +400,7 @@ impl Partition {
             total: *value_budget,
             group: *group_budget,
         };
+        self.pin_sink.open(pinned);
         self.run(
             reqs,
             &hashes,
@@ -402,6 +411,7 @@ impl Partition {
             data,
             group_bytes,
         );
+        self.pin_sink.close(pinned);
         self.hashes = hashes;
     }
 
@@ -425,6 +435,7 @@ impl Partition {
         group_bytes: &mut Vec<usize>,
     ) {
         self.stats.batches += 1;
+        self.store.drain_unpins();
         if self.flush_at.is_some_and(|at| at <= now) {
             self.flush_now();
         }

@@ -33,6 +33,7 @@ pub(crate) fn run_batch(
         results,
         after,
         data,
+        pinned,
         value_budget,
         group_budget,
         group_bytes,
@@ -47,6 +48,7 @@ pub(crate) fn run_batch(
                 total: *value_budget,
                 group: *group_budget,
             };
+            part.pin_sink.open(pinned);
             part.run(
                 reqs,
                 hashes,
@@ -57,6 +59,7 @@ pub(crate) fn run_batch(
                 data,
                 group_bytes,
             );
+            part.pin_sink.close(pinned);
         });
     }
 }

@@ -146,7 +146,11 @@ impl SharedEngine {
         // from it could hand out another key's bytes, so the process stops with a clear line
         // for its supervisor instead (docs/reliability.md).
         match self.partitions[p].lock() {
-            Ok(g) => g,
+            Ok(mut g) => {
+                // Chunks whose sends ended are reusable before this caller allocates.
+                g.drain_unpins();
+                g
+            }
             Err(_) => {
                 tracing::error!(
                     partition = p,

@@ -60,6 +60,8 @@ pub struct EngineStats {
     pub vector_device_errors: u64,
     /// KC/RD kernels that failed (the CPU ran that group, and every group after).
     pub items_device_errors: u64,
+    /// Hits answered as a pin on the item's chunk rather than a copy (partition/pin.rs).
+    pub zero_copy_values: u64,
 }
 
 impl EngineStats {
@@ -104,7 +106,8 @@ impl EngineStats {
             vector_misses,
             vector_device_ops,
             vector_device_errors,
-            items_device_errors
+            items_device_errors,
+            zero_copy_values
         );
     }
 }

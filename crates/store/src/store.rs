@@ -5,6 +5,7 @@ mod chunks;
 mod evict;
 mod hit;
 mod pages;
+mod pins;
 mod report;
 mod scan;
 mod stage;
@@ -103,6 +104,8 @@ pub struct SlabStore {
     max_value: usize,
     /// The last stage token handed out (store/stage.rs).
     next_stage: u64,
+    /// Values lent to sends (store/pins.rs).
+    pins: pins::Pins,
 }
 
 impl std::fmt::Debug for SlabStore {
@@ -147,11 +150,17 @@ impl SlabStore {
             item_cap: None,
             max_value: config.max_value,
             next_stage: 0,
+            pins: pins::Pins::default(),
         }
     }
 
     pub fn stats(&self) -> StoreStats {
-        self.stats
+        let (chunks, bytes) = self.pinned();
+        StoreStats {
+            pinned_chunks: chunks as u64,
+            pinned_bytes: bytes,
+            ..self.stats
+        }
     }
 
     pub fn classes(&self) -> impl Iterator<Item = (ClassInfo, usize, u64)> + '_ {
@@ -317,6 +326,9 @@ impl SlabStore {
     /// Overwrites the value of a live item with bytes of the same length (incr/decr in place)
     /// and gives it a new CAS, which is returned.
     pub fn overwrite_value(&mut self, loc: Location, value: &[u8]) -> Option<u64> {
+        if self.is_pinned(loc) {
+            return None;
+        }
         let cas = self.next_cas;
         let chunk = self.live_chunk_mut(loc)?;
         let klen = chunk[OFF_KEY_LEN] as usize;
@@ -332,6 +344,9 @@ impl SlabStore {
     /// The value of a live flat item, to change in place without changing its length
     /// (vector updates); the caller gives the item a new CAS. None for a chained one.
     pub fn value_mut(&mut self, loc: Location) -> Option<&mut [u8]> {
+        if self.is_pinned(loc) {
+            return None;
+        }
         let chunk = self.live_chunk_mut(loc)?;
         if chunk[OFF_LAYOUT] != LAYOUT_FLAT {
             return None;
@@ -353,12 +368,11 @@ impl SlabStore {
         if status != IN_USE && status != RETIRED {
             return false;
         }
-        let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
-        let parts = self.parts_of(&Item::new(chunk));
-        for p in parts {
-            self.release_part(p);
+        if self.is_pinned(loc) {
+            return self.free_pinned(loc);
         }
-        self.push_free(loc);
+        let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
+        self.release_chunk(loc);
         if status == RETIRED {
             return false;
         }
@@ -368,6 +382,16 @@ impl SlabStore {
         self.stats.curr_items -= 1;
         self.stats.bytes -= payload;
         true
+    }
+
+    /// Gives a chunk (and a chained item's parts) back to the free lists.
+    fn release_chunk(&mut self, loc: Location) {
+        let (c, slot) = decode(loc);
+        let parts = self.parts_of(&Item::new(self.classes[c].chunk(slot)));
+        for p in parts {
+            self.release_part(p);
+        }
+        self.push_free(loc);
     }
 
     /// Whether `loc` holds a retired version (see [`SlabStore::retire`]).

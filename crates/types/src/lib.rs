@@ -2,9 +2,11 @@
 //! runs them, and neither depends on the other. Keys and values are borrowed from the
 //! caller's buffers; values read from the store are copied once, into [`Responses::data`].
 
+pub mod pinned;
 pub mod vector;
 pub mod watch;
 
+pub use pinned::{PinRelease, Pinned};
 pub use vector::{Cmp, Elem, ReduceOp, Reduced, UpdateOp, Vector, VectorCall, VectorError};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -230,7 +232,8 @@ impl<'a> Request<'a> {
 /// One answer, in memcached's vocabulary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Response {
-    /// A hit; the value is `Responses::data[offset..offset + len]`.
+    /// A hit; the value is `Responses::data[offset..offset + len]`, or the pinned value
+    /// `Responses::pinned[offset - PINNED_VALUE]` (read either with [`Responses::value`]).
     Value {
         flags: u32,
         cas: u64,
@@ -302,6 +305,10 @@ impl Responses {
     }
 }
 
+/// `Response::Value::offset` of the first pinned value: offsets from here on index
+/// [`Responses::pinned`] (no batch holds this many bytes of copies).
+pub const PINNED_VALUE: usize = 1 << (usize::BITS - 1);
+
 /// The answers to one batch, in request order, and the bytes of the values they return.
 #[derive(Debug)]
 pub struct Responses {
@@ -309,6 +316,8 @@ pub struct Responses {
     /// For writes: the item they left (zeros if none). Reads carry theirs in `Value`.
     pub after: Vec<After>,
     pub data: Vec<u8>,
+    /// Values answered from item memory without a copy (see [`Pinned`]).
+    pub pinned: Vec<Pinned>,
     /// Bytes of values a batch copies for deferrable reads before it answers them
     /// [`Response::Deferred`]; the first value of a batch is always read, so every batch makes
     /// progress. Non-deferrable reads are always answered.
@@ -327,6 +336,7 @@ impl Default for Responses {
             results: Vec::new(),
             after: Vec::new(),
             data: Vec::new(),
+            pinned: Vec::new(),
             value_budget: usize::MAX,
             group_budget: usize::MAX,
             group_bytes: Vec::new(),
@@ -339,14 +349,33 @@ impl Responses {
         self.results.clear();
         self.after.clear();
         self.data.clear();
+        self.pinned.clear();
         self.group_bytes.clear();
     }
 
     /// The value bytes of a `Response::Value` (empty for any other response).
     pub fn value(&self, r: &Response) -> &[u8] {
         match *r {
+            Response::Value { offset, .. } if offset >= PINNED_VALUE => {
+                self.pinned[offset - PINNED_VALUE].bytes()
+            }
             Response::Value { offset, len, .. } => &self.data[offset..offset + len as usize],
             _ => &[],
         }
+    }
+
+    /// The pinned value of a `Response::Value` answered without a copy.
+    pub fn pinned_value(&self, r: &Response) -> Option<&Pinned> {
+        match *r {
+            Response::Value { offset, .. } if offset >= PINNED_VALUE => {
+                self.pinned.get(offset - PINNED_VALUE)
+            }
+            _ => None,
+        }
+    }
+
+    /// Bytes of values the batch holds, copied or pinned (what its value budget counts).
+    pub fn value_bytes(&self) -> usize {
+        self.data.len() + self.pinned.iter().map(Pinned::len).sum::<usize>()
     }
 }

@@ -32,9 +32,14 @@ impl Partition {
         data: &mut Vec<u8>,
         copied: Option<&[u8]>,
     ) -> Response {
-        let offset = data.len();
         let bump = !req.meta.no_bump;
+        let pinned = match copied {
+            None if self.zero_copy_min != usize::MAX => self.rd_pin(loc),
+            _ => None,
+        };
+        let offset = pinned.unwrap_or(data.len());
         let item = match copied {
+            None if pinned.is_some() => self.store.record_hit(loc, now, bump),
             None => self.store.read_hit(loc, now, bump, data),
             Some(value) => {
                 let h = self.store.record_hit(loc, now, bump);

@@ -137,7 +137,8 @@ impl Partition {
                     if group_bytes.len() <= g {
                         group_bytes.resize(g + 1, 0);
                     }
-                    if self.budget.defers(data.len(), group_bytes[g], value_len) {
+                    let batch_bytes = data.len() + self.pin_sink.batch_bytes();
+                    if self.budget.defers(batch_bytes, group_bytes[g], value_len) {
                         self.stats.deferred_reads += 1;
                         return Response::Deferred;
                     }

@@ -187,7 +187,18 @@ impl Partition {
                 }
             },
             Op::Incr | Op::Decr => self.arith(req, h, now, cur),
-            Op::Vector => self.vector_op(req, cur, data),
+            Op::Vector => {
+                let updates = matches!(
+                    req.vector.map(|v| v.call),
+                    Some(hkv_types::VectorCall::Update { .. })
+                );
+                let cur = if updates {
+                    self.unshare(req.key, h, now, cur)
+                } else {
+                    cur
+                };
+                self.vector_op(req, cur, data)
+            }
             Op::Touch => {
                 self.stats.cmd_touch += 1;
                 match cur {

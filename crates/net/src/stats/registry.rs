@@ -248,6 +248,9 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "index_bytes", Gauge, "bytes of the index", |s| Val::U(s.shared.engine.index_bytes() as u64);
     "arena_used", Gauge, "bytes of item memory handed out", |s| Val::U(s.shared.engine.arena().used() as u64);
     "arena_limit", Gauge, "item memory budget", |s| Val::U(s.shared.engine.arena().limit() as u64);
+    "zero_copy_values", Counter, "hits sent from item memory without a copy (--zero-copy-min)", |s| Val::U(s.e.zero_copy_values);
+    "pinned_items", Gauge, "items whose chunk a send is reading now", |s| Val::U(s.st.pinned_chunks);
+    "pinned_bytes", Gauge, "value bytes of those items", |s| Val::U(s.st.pinned_bytes);
     "key_mismatches", Counter, "signature matches with another key", |s| Val::U(s.e.key_mismatches);
     "hot_cache_bytes", Setting, "--hot-cache-mb in bytes: item bytes the hot set may cover (0: no hot/cold split)", |s| Val::U(s.shared.config.hot.as_ref().map_or(0, |r| r.budget()));
     "hot_bins", Gauge, "hash bins (of 10000) the router holds hot now", |s| s.shared.config.hot.as_ref().map_or(Val::Absent, |r| Val::U(r.current().bins as u64));

@@ -83,6 +83,9 @@ impl SlabStore {
     /// Overwrites a live item's value in place with bytes of the same length, flat or
     /// chained (the caller gives it a new CAS). False if there is no such item.
     pub fn write_value(&mut self, loc: Location, value: &[u8]) -> bool {
+        if self.is_pinned(loc) {
+            return false;
+        }
         let Some(item) = self.get(loc) else {
             return false;
         };

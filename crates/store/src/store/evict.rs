@@ -48,6 +48,10 @@ impl SlabStore {
                 }
                 _ => continue,
             };
+            if self.is_pinned(victim) {
+                // A send reads it: its chunk cannot go to another item yet.
+                continue;
+            }
             let (vc, vslot) = decode(victim);
             let vclass = &mut self.classes[vc];
             let expired = is_expired(rd32(vclass.chunk(vslot), OFF_EXPIRY), now);

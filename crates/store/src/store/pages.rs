@@ -74,6 +74,7 @@ impl SlabStore {
             let chunk = self.classes[from].chunk(s);
             match chunk[OFF_STATUS] {
                 RETIRED => true,
+                IN_USE => self.is_pinned(encode(from, s)),
                 CHAIN => !self.owner_is_live(rd32(chunk, OFF_OWNER)),
                 _ => false,
             }

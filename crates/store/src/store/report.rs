@@ -24,6 +24,9 @@ pub struct StoreStats {
     /// Chunk size of the largest class that has ever had a page: no value stored, now or
     /// before, is longer (pages never leave a class), so it bounds what a read can return.
     pub largest_chunk: u64,
+    /// Chunks lent to sends without a copy, and their value bytes (store/pins.rs).
+    pub pinned_chunks: u64,
+    pub pinned_bytes: u64,
 }
 
 /// Where a crawl ([`SlabStore::crawl`]) goes on from.
@@ -51,6 +54,8 @@ impl StoreStats {
         self.expired_unfetched += o.expired_unfetched;
         self.crawler_checked += o.crawler_checked;
         self.largest_chunk = self.largest_chunk.max(o.largest_chunk);
+        self.pinned_chunks += o.pinned_chunks;
+        self.pinned_bytes += o.pinned_bytes;
     }
 }
 

@@ -12,10 +12,20 @@ impl SlabStore {
     /// Frees every item (`flush_all`). Pages stay with their classes; values still being
     /// received (store/stage.rs) stay where they are, for the commands that will store them.
     pub fn clear(&mut self) {
-        for class in &mut self.classes {
+        let pinned = self.pinned_locations();
+        for &loc in &pinned {
+            self.flush_pinned(loc);
+        }
+        for (c, class) in self.classes.iter_mut().enumerate() {
             let mut staged = 0u64;
+            let mut kept = 0u64;
             let mut free_head = NO_LOCATION;
             for slot in (0..class.bump).rev() {
+                if !pinned.is_empty() && pinned.contains(&encode(c, slot)) {
+                    // Retired above; freed when its send ends.
+                    kept += 1;
+                    continue;
+                }
                 let chunk = class.chunk_mut(slot);
                 if chunk[OFF_STATUS] == CHAIN && rd32(chunk, OFF_OWNER) == NO_LOCATION {
                     staged += 1;
@@ -25,7 +35,7 @@ impl SlabStore {
                 wr32(chunk, OFF_NEXT_FREE, free_head);
                 free_head = slot;
             }
-            if staged == 0 {
+            if staged == 0 && kept == 0 {
                 // Nothing to step around: every chunk counts as never handed out again.
                 free_head = NO_LOCATION;
                 class.bump = 0;

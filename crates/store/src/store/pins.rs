@@ -1,0 +1,267 @@
+//! Values lent to sends without a copy (memcached's item refcount, for the one reader that
+//! outlives the partition lock: the network sending a value straight from its chunk).
+//!
+//! A pinned chunk is never handed to another item: CLOCK and page moves pass it over, an
+//! in-place change (incr, vector updates) is refused, and an item deleted, replaced or
+//! flushed while pinned leaves the index and the counts at once but keeps its chunk until
+//! the last handle goes. Handles are dropped on network threads, which never take the
+//! partition's lock for it: they queue the location, and the partition drains the queue at
+//! its next call ([`SlabStore::drain_unpins`]).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hkv_mem::Arena;
+use hkv_types::{PinRelease, Pinned};
+
+use super::SlabStore;
+use crate::item::*;
+use crate::location::{decode, Location};
+
+#[derive(Default)]
+pub(super) struct Pins {
+    /// Pinned chunks: handles out, and whether the item was freed meanwhile.
+    held: HashMap<Location, Held>,
+    released: Option<Arc<Released>>,
+    /// Value bytes of the pinned chunks.
+    bytes: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Held {
+    handles: u32,
+    value_len: u32,
+    freed: bool,
+}
+
+/// Where handles dropped on other threads say so.
+struct Released {
+    queue: Mutex<Vec<Location>>,
+    waiting: AtomicUsize,
+    /// Keeps the memory the handles point into mapped, whatever happens to the store.
+    _arena: Arc<Arena>,
+}
+
+impl PinRelease for Released {
+    fn release(&self, token: u64) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        q.push(token as Location);
+        self.waiting.fetch_add(1, Ordering::Release);
+    }
+}
+
+impl SlabStore {
+    /// Lends the value of the live, flat item at `loc` to a reader on any thread (see the
+    /// module docs). None for a chained value or no live item.
+    pub fn pin_value(&mut self, loc: Location) -> Option<Pinned> {
+        let (ptr, len) = {
+            let item = self.get(loc)?;
+            let v = item.flat_value()?;
+            (v.as_ptr(), v.len())
+        };
+        let owner = match &self.pins.released {
+            Some(r) => r.clone(),
+            None => {
+                let r = Arc::new(Released {
+                    queue: Mutex::new(Vec::new()),
+                    waiting: AtomicUsize::new(0),
+                    _arena: self.arena.clone(),
+                });
+                self.pins.released = Some(r.clone());
+                r
+            }
+        };
+        let held = self.pins.held.entry(loc).or_default();
+        if held.handles == 0 {
+            held.value_len = len as u32;
+            self.pins.bytes += len as u64;
+        }
+        held.handles += 1;
+        // SAFETY: the chunk lies in `self.arena`'s mapping, which `owner` keeps alive; while
+        // `held` counts this handle no store path writes the value bytes or reuses the chunk
+        // (CLOCK, page moves, free, clear and the in-place writers all check `is_pinned`),
+        // and the count drops only after the handle's `release` (via `drain_unpins`).
+        Some(unsafe { Pinned::new(ptr, len, u64::from(loc), owner) })
+    }
+
+    /// Whether a send may still be reading the chunk at `loc`.
+    #[inline]
+    pub fn is_pinned(&self, loc: Location) -> bool {
+        !self.pins.held.is_empty() && self.pins.held.contains_key(&loc)
+    }
+
+    /// Chunks lent to sends now, and their value bytes (`stats hkv` pinned_*).
+    pub fn pinned(&self) -> (usize, u64) {
+        (self.pins.held.len(), self.pins.bytes)
+    }
+
+    /// Every pinned chunk's location.
+    pub(super) fn pinned_locations(&self) -> std::collections::HashSet<Location> {
+        self.pins.held.keys().copied().collect()
+    }
+
+    /// Takes back the pins whose handles are gone; a chunk whose item was freed meanwhile
+    /// goes to its free list now. Cheap when nothing was released.
+    pub fn drain_unpins(&mut self) {
+        let Some(r) = &self.pins.released else {
+            return;
+        };
+        if r.waiting.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let done = {
+            let mut q = r.queue.lock().unwrap_or_else(|p| p.into_inner());
+            r.waiting.store(0, Ordering::Relaxed);
+            std::mem::take(&mut *q)
+        };
+        for loc in done {
+            let Some(h) = self.pins.held.get_mut(&loc) else {
+                continue;
+            };
+            h.handles -= 1;
+            if h.handles > 0 {
+                continue;
+            }
+            let h = *h;
+            self.pins.held.remove(&loc);
+            self.pins.bytes -= u64::from(h.value_len);
+            if h.freed {
+                self.release_chunk(loc);
+            }
+        }
+    }
+
+    /// [`SlabStore::free`] of a pinned chunk: the item stops being counted and readable
+    /// now (it is retired), its chunk is freed when the last handle goes. Returns whether
+    /// it was live.
+    pub(super) fn free_pinned(&mut self, loc: Location) -> bool {
+        let was_live = self.retire(loc);
+        if let Some(h) = self.pins.held.get_mut(&loc) {
+            h.freed = true;
+        }
+        was_live
+    }
+
+    /// `flush_all` of a pinned chunk: retired and freed later, as by [`SlabStore::free`],
+    /// but uncounted by the flush itself.
+    pub(super) fn flush_pinned(&mut self, loc: Location) {
+        let (c, slot) = decode(loc);
+        let class = &mut self.classes[c];
+        let chunk = class.chunk_mut(slot);
+        chunk[OFF_STATUS] = RETIRED;
+        class.set_referenced(slot, false);
+        if let Some(h) = self.pins.held.get_mut(&loc) {
+            h.freed = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Reclaim, StoreConfig};
+
+    fn store(mb: usize) -> SlabStore {
+        let arena = Arc::new(Arena::new(mb << 20).unwrap());
+        SlabStore::new(arena, &StoreConfig::default())
+    }
+
+    fn set(s: &mut SlabStore, key: &[u8], value: &[u8]) -> Location {
+        s.store(
+            key,
+            &[value],
+            0,
+            0,
+            0,
+            &mut |_: &Item<'_>, _, _: Reclaim| {},
+        )
+        .unwrap()
+        .0
+    }
+
+    #[test]
+    fn a_pinned_value_keeps_its_bytes_through_delete_and_reuse() {
+        let mut s = store(4);
+        let value = vec![7u8; 20_000];
+        let loc = set(&mut s, b"big", &value);
+        let pin = s.pin_value(loc).unwrap();
+        assert!(s.free(loc), "the item was live");
+        assert_eq!(s.stats().curr_items, 0, "gone for the counts at once");
+        assert!(s.get(loc).is_none(), "and for readers");
+        // Items of the same class must find other chunks while the pin holds.
+        for i in 0..50 {
+            let l = set(&mut s, format!("other{i}").as_bytes(), &vec![9u8; 20_000]);
+            assert_ne!(l, loc);
+        }
+        assert_eq!(pin.bytes(), &value[..]);
+        drop(pin);
+        s.drain_unpins();
+        assert_eq!(s.pinned(), (0, 0));
+        assert_eq!(
+            set(&mut s, b"next", &[1u8; 20_000]),
+            loc,
+            "the chunk is free again"
+        );
+    }
+
+    #[test]
+    fn clock_passes_over_pinned_chunks() {
+        // One page of a large class: every store beyond it must evict.
+        let mut s = store(2);
+        s.set_automove(false);
+        let first = set(&mut s, b"k0", &[1u8; 300_000]);
+        let pin = s.pin_value(first).unwrap();
+        let mut evicted = Vec::new();
+        for i in 1..8 {
+            let key = format!("k{i}");
+            if let Ok((l, _)) = s.store(
+                key.as_bytes(),
+                &[&[2u8; 300_000]],
+                0,
+                0,
+                0,
+                &mut |_: &Item<'_>, l, _: Reclaim| evicted.push(l),
+            ) {
+                assert_ne!(l, first);
+            }
+        }
+        assert!(!evicted.is_empty(), "the class had to evict");
+        assert!(!evicted.contains(&first), "a pinned item is never a victim");
+        assert!(s.get(first).is_some(), "and it is still live");
+        assert_eq!(pin.bytes(), &[1u8; 300_000][..]);
+    }
+
+    #[test]
+    fn in_place_writes_refuse_a_pinned_value() {
+        let mut s = store(4);
+        let loc = set(&mut s, b"n", &[b'1'; 2000]);
+        let pin = s.pin_value(loc).unwrap();
+        assert!(s.value_mut(loc).is_none());
+        assert!(s.overwrite_value(loc, &[b'2'; 2000]).is_none());
+        assert!(!s.write_value(loc, &[b'3'; 2000]));
+        assert_eq!(pin.bytes(), &[b'1'; 2000][..]);
+        drop(pin);
+        s.drain_unpins();
+        assert!(s.value_mut(loc).is_some());
+    }
+
+    #[test]
+    fn flush_all_keeps_a_pinned_chunk_until_its_send_ends() {
+        let mut s = store(4);
+        let loc = set(&mut s, b"k", &[5u8; 5000]);
+        let pin = s.pin_value(loc).unwrap();
+        let pin2 = s.pin_value(loc).unwrap();
+        s.clear();
+        assert!(s.get(loc).is_none());
+        let again = set(&mut s, b"k2", &[6u8; 5000]);
+        assert_ne!(again, loc);
+        drop(pin);
+        s.drain_unpins();
+        assert!(s.is_pinned(loc), "one handle is left");
+        assert_eq!(pin2.bytes(), &[5u8; 5000][..]);
+        drop(pin2);
+        s.drain_unpins();
+        assert!(!s.is_pinned(loc));
+    }
+}
