@@ -36,8 +36,8 @@ pub use cost::PlacementReport;
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats};
 pub use hkv_types::{
-    hit, After, Cmp, Elem, Meta, Op, Pinned, Previous, ReduceOp, Reduced, Request, Response,
-    Responses, Staged, UpdateOp, Vector, VectorCall, VectorError,
+    hit, After, Cmp, Elem, Meta, Op, PinRelease, Pinned, Previous, ReduceOp, Reduced, Request,
+    Response, Responses, Staged, UpdateOp, Vector, VectorCall, VectorError,
 };
 pub use index::IndexReport;
 pub use partition::placement::VectorPlacement;

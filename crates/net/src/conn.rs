@@ -1,5 +1,7 @@
 //! One client connection's buffers and state.
 
+use hkv_proto::output::Output;
+
 use crate::stream::Stream;
 
 use crate::plan::GetCont;
@@ -12,9 +14,8 @@ pub(crate) struct Conn {
     pub rend: usize,
     /// Bytes of a refused data block still to be dropped as they arrive.
     pub swallow: usize,
-    /// Output; bytes before `wpos` are sent.
-    pub wbuf: Vec<u8>,
-    pub wpos: usize,
+    /// Replies, and how far they are sent.
+    pub wbuf: Output,
     /// The peer sent EOF: answer what is buffered, then close.
     pub read_closed: bool,
     /// Close once the output is sent (`quit`, a protocol error that closes).
@@ -70,7 +71,7 @@ pub(crate) struct RingConn {
     pub sending: usize,
     pub sending_cap: usize,
     /// A sent buffer, kept for the next replies.
-    pub spare: Option<Vec<u8>>,
+    pub spare: Option<Output>,
 }
 
 impl Conn {
@@ -81,8 +82,7 @@ impl Conn {
             rstart: 0,
             rend: 0,
             swallow: 0,
-            wbuf: Vec::with_capacity(4096),
-            wpos: 0,
+            wbuf: Output::with_capacity(4096),
             read_closed: false,
             close_after_write: false,
             want_read: false,
@@ -117,17 +117,18 @@ impl Conn {
         self.accounted = now;
     }
 
-    /// Memory its buffers hold.
+    /// Memory its buffers hold, and item memory its unsent replies keep from reuse (values
+    /// sent without a copy count as if they were copied).
     pub fn buffer_bytes(&self) -> usize {
         let ring = self.ring.as_ref().map_or(0, |r| {
-            r.sending_cap + r.spare.as_ref().map_or(0, Vec::capacity)
+            r.sending_cap + r.spare.as_ref().map_or(0, Output::capacity)
         });
-        self.rbuf.capacity() + self.wbuf.capacity() + ring
+        self.rbuf.capacity() + self.wbuf.capacity() + self.wbuf.pinned_bytes() + ring
     }
 
     /// Replies not yet delivered to the kernel's socket buffer: buffered here or being sent.
     pub fn pending_output(&self) -> usize {
-        self.wbuf.len() - self.wpos + self.ring.as_ref().map_or(0, |r| r.sending)
+        self.wbuf.pending() + self.ring.as_ref().map_or(0, |r| r.sending)
     }
 
     /// Output not yet handed to the kernel: the buffer's, or TLS records below it.
@@ -161,10 +162,7 @@ impl Conn {
             self.rend -= self.rstart;
             self.rstart = 0;
         }
-        if self.wpos == self.wbuf.len() {
-            self.wbuf.clear();
-            self.wpos = 0;
-        }
+        self.wbuf.compact();
         // Give back memory a burst left behind.
         if self.rbuf.len() > 1 << 20 && self.rend < 16384 {
             self.rbuf.truncate(16384);

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use hkv_engine::Responses;
+use hkv_proto::output::Output;
 use hkv_proto::reply::line;
 use hkv_proto::step::Step;
 
@@ -18,7 +19,7 @@ pub(crate) fn wr_compose(
     res: &Responses,
     shared: &Shared,
     now: u32,
-    out: &mut Vec<u8>,
+    out: &mut Output,
     watcher: Option<&mut Option<u64>>,
 ) -> bool {
     match *step {

@@ -10,6 +10,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
+use hkv_proto::output::Output;
 use io_uring::types::{BufRingEntry, CancelBuilder, SubmitArgs, Timespec};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
@@ -65,11 +66,27 @@ pub(crate) struct Completion {
     pub user_data: u64,
 }
 
+/// Most pieces one vectored send hands the kernel (a reply and its values; IOV_MAX is
+/// 1024, and what does not fit goes with the next send).
+const MAX_SEND_SLICES: usize = 64;
+
+/// A send the kernel holds: the replies, and what a `sendmsg` reads beside them.
+struct Sending {
+    out: Output,
+    _iov: Vec<libc::iovec>,
+    _msg: Option<Box<libc::msghdr>>,
+}
+
+// SAFETY: the raw pointers in `_iov` and `_msg` point into `out` (its heap buffer, and
+// pinned item memory that may be read from any thread) and into `_iov`; only the kernel
+// reads through them, and all of it moves with the struct between threads.
+unsafe impl Send for Sending {}
+
 pub(crate) struct Ring {
     ring: IoUring,
     bufs: BufRing,
-    /// Send buffers the kernel reads, with the offset the send started at.
-    sending: HashMap<u64, (Vec<u8>, usize)>,
+    /// Replies the kernel is sending.
+    sending: HashMap<u64, Sending>,
     /// Requests the kernel holds; a multishot receive counts until its last completion.
     outstanding: usize,
     /// Entries that did not fit in the submission queue yet.
@@ -148,21 +165,64 @@ impl Ring {
         self.push(e);
     }
 
-    /// Sends `buf[start..]`; the buffer comes back with the completion ([`Ring::take_send`]).
-    pub fn send(&mut self, fd: RawFd, buf: Vec<u8>, start: usize, ud: u64) {
-        let len = u32::try_from(buf.len() - start).unwrap_or(u32::MAX);
-        // The heap block does not move when the Vec moves into the map.
-        let ptr = buf[start..].as_ptr();
-        self.sending.insert(ud, (buf, start));
-        let e = opcode::Send::new(types::Fd(fd), ptr, len)
-            .flags(libc_msg_nosignal())
-            .build()
-            .user_data(ud);
+    /// Sends what `out` has not sent; it comes back with the completion
+    /// ([`Ring::take_send`]), to be advanced by the bytes the kernel took. Replies with
+    /// values spliced from item memory go as one `sendmsg` over every piece (at most
+    /// [`MAX_SEND_SLICES`]), the others as a plain send of their bytes.
+    pub fn send(&mut self, fd: RawFd, out: Output, ud: u64) {
+        let e = if out.has_splices() {
+            let mut slices = Vec::new();
+            out.slices(&mut slices, MAX_SEND_SLICES);
+            let iov: Vec<libc::iovec> = slices
+                .iter()
+                .map(|s| libc::iovec {
+                    iov_base: s.as_ptr() as *mut libc::c_void,
+                    iov_len: s.len(),
+                })
+                .collect();
+            drop(slices);
+            // SAFETY: a zeroed msghdr is a valid empty one (null pointers, zero lengths).
+            let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+            msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+            msg.msg_iovlen = iov.len() as _;
+            let e = opcode::SendMsg::new(types::Fd(fd), &*msg)
+                .flags(libc_msg_nosignal() as u32)
+                .build()
+                .user_data(ud);
+            // The iovecs point into `out`'s heap buffer and at pinned item memory, and the
+            // msghdr is boxed: none of it moves when these move into the map.
+            self.sending.insert(
+                ud,
+                Sending {
+                    out,
+                    _iov: iov,
+                    _msg: Some(msg),
+                },
+            );
+            e
+        } else {
+            let first = out.first_slice();
+            let len = u32::try_from(first.len()).unwrap_or(u32::MAX);
+            // The heap block does not move when the Output moves into the map.
+            let ptr = first.as_ptr();
+            self.sending.insert(
+                ud,
+                Sending {
+                    out,
+                    _iov: Vec::new(),
+                    _msg: None,
+                },
+            );
+            opcode::Send::new(types::Fd(fd), ptr, len)
+                .flags(libc_msg_nosignal())
+                .build()
+                .user_data(ud)
+        };
         self.push(e);
     }
 
-    pub fn take_send(&mut self, ud: u64) -> Option<(Vec<u8>, usize)> {
-        self.sending.remove(&ud)
+    pub fn take_send(&mut self, ud: u64) -> Option<Output> {
+        self.sending.remove(&ud).map(|s| s.out)
     }
 
     /// Asks the kernel to end the operation `ud` (its completion still comes).
@@ -451,7 +511,10 @@ mod tests {
         }
         assert_eq!(got, sent);
         let sud = user_data(Op::Send, 3, 9);
-        ring.send(fd, b"xxhello".to_vec(), 2, sud);
+        let mut reply = Output::default();
+        reply.extend_from_slice(b"xxhello");
+        reply.advance(2);
+        ring.send(fd, reply, sud);
         let mut done = false;
         while !done && Instant::now() < deadline {
             ring.wait(Some(Duration::from_millis(50))).unwrap();
@@ -460,8 +523,10 @@ mod tests {
             for c in &out {
                 if c.op == Op::Send {
                     assert_eq!(c.result, 5);
-                    let (buf, start) = ring.take_send(c.user_data).unwrap();
-                    assert_eq!(&buf[start..], b"hello");
+                    let mut reply = ring.take_send(c.user_data).unwrap();
+                    assert_eq!(reply.first_slice(), b"hello");
+                    reply.advance(5);
+                    assert!(reply.is_sent());
                     done = true;
                 }
             }
@@ -469,6 +534,41 @@ mod tests {
         let mut five = [0u8; 5];
         client.read_exact(&mut five).unwrap();
         assert_eq!(&five, b"hello");
+        // A reply with a value spliced in goes as one sendmsg over its pieces.
+        struct Static;
+        impl hkv_engine::PinRelease for Static {
+            fn release(&self, _: u64) {}
+        }
+        static VALUE: [u8; 3000] = [b'v'; 3000];
+        let mut reply = Output::default();
+        reply.extend_from_slice(b"VALUE k 0 3000\r\n");
+        // SAFETY: a static is never written or unmapped.
+        reply.splice(unsafe {
+            hkv_engine::Pinned::new(VALUE.as_ptr(), VALUE.len(), 1, std::sync::Arc::new(Static))
+        });
+        reply.extend_from_slice(b"\r\nEND\r\n");
+        let expect: Vec<u8> = [&b"VALUE k 0 3000\r\n"[..], &VALUE, b"\r\nEND\r\n"].concat();
+        ring.send(fd, reply, sud);
+        let mut left = expect.len();
+        while left > 0 && Instant::now() < deadline {
+            ring.wait(Some(Duration::from_millis(50))).unwrap();
+            out.clear();
+            ring.reap(&mut out);
+            for c in &out {
+                if c.op == Op::Send {
+                    assert!(c.result > 0, "sendmsg failed: {}", c.result);
+                    let mut reply = ring.take_send(c.user_data).unwrap();
+                    reply.advance(c.result as usize);
+                    left = reply.pending();
+                    if left > 0 {
+                        ring.send(fd, reply, sud);
+                    }
+                }
+            }
+        }
+        let mut got = vec![0u8; expect.len()];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(got, expect);
         // The receive is still armed: dropping the ring must cancel it before freeing.
         ring.cancel(rud);
         drop(ring);

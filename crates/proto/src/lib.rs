@@ -6,6 +6,7 @@
 pub mod binary;
 pub mod errors;
 pub mod meta;
+pub mod output;
 pub mod reply;
 pub mod step;
 #[cfg(test)]

@@ -116,7 +116,7 @@ pub(crate) fn serve_text(model: &mut Model, input: &[u8]) -> Vec<u8> {
         }
     }
     let res = model.run(&batch);
-    let mut out = Vec::new();
+    let mut out = crate::output::Output::default();
     for step in &steps {
         let done = match step {
             Step::Meta(m) => {
@@ -129,7 +129,7 @@ pub(crate) fn serve_text(model: &mut Model, input: &[u8]) -> Vec<u8> {
             out.extend_from_slice(b"CONTROL\r\n");
         }
     }
-    out
+    out.into_bytes()
 }
 
 /// One binary request packet (opaque 7, no CAS).
@@ -181,13 +181,14 @@ pub(crate) fn serve_binary(model: &mut Model, input: &[u8]) -> (Vec<Packet>, cra
         }
     }
     let res = model.run(&batch);
-    let mut out = Vec::new();
+    let mut out = crate::output::Output::default();
     for step in &steps {
         match step {
             crate::step::Step::Bin(b) => compose(b, input, &res, &mut out),
             other => panic!("a control step: {other:?}"),
         }
     }
+    let out = out.into_bytes();
     let mut packets = Vec::new();
     let mut at = 0;
     while at < out.len() {

@@ -107,6 +107,11 @@ pub struct Cli {
     /// costs and gains.
     #[arg(long = "busy-poll-us")]
     pub busy_poll_us: Option<u64>,
+    /// Values at least this many bytes long are sent from item memory without being copied
+    /// (the chunk is kept from reuse until the send ends); 0 always copies. The default is
+    /// where copying stopped paying on the development machine (docs/network.md).
+    #[arg(long = "zero-copy-min", value_name = "BYTES")]
+    pub zero_copy_min: Option<usize>,
     /// OpenCL device number (in the order the platforms list them) for --engine opencl.
     #[arg(long)]
     pub opencl_device: Option<usize>,
@@ -176,6 +181,8 @@ pub struct Settings {
     pub io: String,
     /// `--busy-poll-us`.
     pub busy_poll_us: u64,
+    /// `--zero-copy-min` (0: never).
+    pub zero_copy_min: usize,
     pub opencl_device: Option<usize>,
     /// `MIN..MAX` microseconds (or one number).
     pub batch_interval_us: String,
@@ -212,6 +219,10 @@ pub struct Settings {
     pub hot_epoch_ms: u64,
 }
 
+/// `--zero-copy-min`'s default, measured (docs/BENCHMARKS.md, "Replies without copying
+/// values").
+pub const DEFAULT_ZERO_COPY_MIN: usize = 16 << 10;
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -229,6 +240,7 @@ impl Default for Settings {
             engine: "cpu".into(),
             io: "auto".into(),
             busy_poll_us: 0,
+            zero_copy_min: DEFAULT_ZERO_COPY_MIN,
             opencl_device: None,
             batch_interval_us: "0..1000".into(),
             idle_timeout: 0,
@@ -299,6 +311,9 @@ impl Settings {
         }
         if let Some(v) = cli.busy_poll_us {
             s.busy_poll_us = v;
+        }
+        if let Some(v) = cli.zero_copy_min {
+            s.zero_copy_min = v;
         }
         anyhow::ensure!(
             s.busy_poll_us <= 10_000,

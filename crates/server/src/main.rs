@@ -114,6 +114,10 @@ fn main() -> anyhow::Result<()> {
         backend: settings.backend(),
         schedule: settings.schedule(),
         merge_atomics: settings.merge_atomics,
+        zero_copy_min: match settings.zero_copy_min {
+            0 => usize::MAX,
+            n => n,
+        },
         vector_placement: settings.vector_placement(),
         placement: settings.placement(),
         evictions: !cli.disable_evictions,

@@ -83,93 +83,153 @@ fn check(key: u32, v: &[u8]) {
 
 #[test]
 fn large_gets_in_flight_never_see_overwritten_or_deleted_bytes() {
-    // A value's memory must not be reused while a reply still carries it: writers overwrite
-    // and delete the keys that readers are fetching in large pipelined GETs, and every byte
-    // of every reply is checked.
+    // Chained values (over the largest chunk): copied into the replies.
     for io in loops() {
-        let h = Hkv::start(&["-t", "2", "-m", "64", "-I", "2m", "--io", io]);
-        let addr = h.addr;
-        let stop = Arc::new(AtomicBool::new(false));
-        let keys = 8u32;
-        let len = 700_000;
-        let mut c = h.connect();
-        for k in 0..keys {
-            let v = value(k, 0, len);
-            c.send(format!("set big{k} 0 0 {len}\r\n").as_bytes());
-            c.send(&v);
-            c.send(b"\r\n");
-            assert_eq!(c.read_until(b"\r\n"), "STORED\r\n");
-        }
-        let writers: Vec<_> = (0..2)
-            .map(|w| {
-                let stop = Arc::clone(&stop);
-                std::thread::spawn(move || {
-                    let mut c = Client::connect(addr);
-                    let mut version = 1;
-                    while !stop.load(Ordering::Relaxed) {
-                        let k = (version * 3 + w) % keys;
-                        if version % 5 == 0 {
-                            c.send(format!("delete big{k}\r\n").as_bytes());
-                        } else {
-                            let v = value(k, version, len - (version as usize % 1000));
-                            c.send(format!("set big{k} 0 0 {}\r\n", v.len()).as_bytes());
-                            c.send(&v);
-                            c.send(b"\r\n");
-                        }
-                        let r = c.read_until(b"\r\n");
-                        assert!(
-                            ["STORED\r\n", "DELETED\r\n", "NOT_FOUND\r\n"].contains(&r.as_str()),
-                            "{r}"
-                        );
-                        version += 1;
-                    }
-                })
-            })
-            .collect();
-        let readers: Vec<_> = (0..3)
-            .map(|_| {
-                std::thread::spawn(move || {
-                    let mut s = TcpStream::connect(addr).expect("connect");
-                    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-                    let mut checked = 0;
-                    for round in 0..6 {
-                        let line: String = (0..keys)
-                            .map(|k| format!(" big{}", (k + round) % keys))
-                            .collect();
-                        s.write_all(format!("get{line}\r\n").as_bytes()).unwrap();
-                        let mut reply = Vec::new();
-                        let mut chunk = vec![0u8; 1 << 16];
-                        while !reply.ends_with(b"END\r\n") {
-                            let n = s.read(&mut chunk).expect("read");
-                            assert!(n > 0, "closed");
-                            reply.extend_from_slice(&chunk[..n]);
-                        }
-                        let mut rest = &reply[..];
-                        while rest.starts_with(b"VALUE ") {
-                            let nl = rest.windows(2).position(|w| w == b"\r\n").unwrap();
-                            let head = String::from_utf8_lossy(&rest[..nl]).into_owned();
-                            let f: Vec<&str> = head.split(' ').collect();
-                            let key: u32 = f[1].trim_start_matches("big").parse().unwrap();
-                            let n: usize = f[3].parse().unwrap();
-                            check(key, &rest[nl + 2..nl + 2 + n]);
-                            assert_eq!(&rest[nl + 2 + n..nl + 4 + n], b"\r\n");
-                            rest = &rest[nl + 4 + n..];
-                            checked += 1;
-                        }
-                        assert_eq!(rest, b"END\r\n");
-                    }
-                    checked
-                })
-            })
-            .collect();
-        let checked: usize = readers.into_iter().map(|r| r.join().expect("reader")).sum();
-        stop.store(true, Ordering::Relaxed);
-        for w in writers {
-            w.join().expect("writer");
-        }
+        let (checked, zero_copy) = gets_in_flight_checked(io, 700_000, 8, 64, false);
         assert!(checked > 0, "{io}: no value was read");
-        eprintln!("{io}: {checked} large values checked byte by byte");
+        eprintln!("{io}: {checked} large values checked byte by byte ({zero_copy} zero-copy)");
     }
+}
+
+#[test]
+fn zero_copy_values_are_never_reused_while_a_send_reads_them() {
+    // Values sent from their chunks (--zero-copy-min): slow readers keep the sends (and the
+    // pins) going while writers overwrite and delete the keys in a small memory, so freed
+    // chunks are handed straight to the next values. A reply (48 x 100 KB) is larger than
+    // the most a socket's send buffer takes (tcp_wmem's 4 MB), so its tail waits in hkv.
+    for io in loops() {
+        let (checked, zero_copy) = gets_in_flight_checked(io, 100_000, 48, 16, true);
+        assert!(checked > 0, "{io}: no value was read");
+        assert!(zero_copy > 0, "{io}: nothing was sent without a copy");
+        eprintln!("{io}: {checked} values checked byte by byte ({zero_copy} zero-copy)");
+    }
+}
+
+/// Writers overwrite and delete the keys that readers fetch in large pipelined GETs, and
+/// every byte of every reply is checked: a value's memory must not be reused while a reply
+/// still carries it. Returns the values checked and `zero_copy_values`.
+fn gets_in_flight_checked(
+    io: &str,
+    len: usize,
+    keys: u32,
+    mem_mb: u32,
+    slow: bool,
+) -> (usize, u64) {
+    let mem = mem_mb.to_string();
+    let h = Hkv::start(&[
+        "-t",
+        "2",
+        "-m",
+        &mem,
+        "-I",
+        "2m",
+        "--io",
+        io,
+        "--zero-copy-min",
+        "16384",
+    ]);
+    let addr = h.addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut c = h.connect();
+    for k in 0..keys {
+        let v = value(k, 0, len);
+        c.send(format!("set big{k} 0 0 {len}\r\n").as_bytes());
+        c.send(&v);
+        c.send(b"\r\n");
+        assert_eq!(c.read_until(b"\r\n"), "STORED\r\n");
+    }
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut c = Client::connect(addr);
+                let mut version = 1;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = (version * 3 + w) % keys;
+                    if version % 5 == 0 {
+                        c.send(format!("delete big{k}\r\n").as_bytes());
+                    } else {
+                        let v = value(k, version, len - (version as usize % 1000));
+                        c.send(format!("set big{k} 0 0 {}\r\n", v.len()).as_bytes());
+                        c.send(&v);
+                        c.send(b"\r\n");
+                    }
+                    let r = c.read_until(b"\r\n");
+                    assert!(
+                        ["STORED\r\n", "DELETED\r\n", "NOT_FOUND\r\n"].contains(&r.as_str()),
+                        "{r}"
+                    );
+                    version += 1;
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut s = reader(addr, slow);
+                s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                let mut checked = 0;
+                for round in 0..if slow { 3 } else { 6 } {
+                    let line: String = (0..keys)
+                        .map(|k| format!(" big{}", (k + round) % keys))
+                        .collect();
+                    s.write_all(format!("get{line}\r\n").as_bytes()).unwrap();
+                    let mut reply = Vec::new();
+                    let mut chunk = vec![0u8; if slow { 4096 } else { 1 << 16 }];
+                    while !reply.ends_with(b"END\r\n") {
+                        let n = s.read(&mut chunk).expect("read");
+                        assert!(n > 0, "closed");
+                        reply.extend_from_slice(&chunk[..n]);
+                        if slow {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                    let mut rest = &reply[..];
+                    while rest.starts_with(b"VALUE ") {
+                        let nl = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+                        let head = String::from_utf8_lossy(&rest[..nl]).into_owned();
+                        let f: Vec<&str> = head.split(' ').collect();
+                        let key: u32 = f[1].trim_start_matches("big").parse().unwrap();
+                        let n: usize = f[3].parse().unwrap();
+                        check(key, &rest[nl + 2..nl + 2 + n]);
+                        assert_eq!(&rest[nl + 2 + n..nl + 4 + n], b"\r\n");
+                        rest = &rest[nl + 4 + n..];
+                        checked += 1;
+                    }
+                    assert_eq!(rest, b"END\r\n");
+                }
+                checked
+            })
+        })
+        .collect();
+    let checked: usize = readers.into_iter().map(|r| r.join().expect("reader")).sum();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().expect("writer");
+    }
+    let zero_copy = c.stat_u64("hkv", "zero_copy_values").unwrap_or(0);
+    // Every send has ended: the next call into each partition takes its pins back.
+    for k in 0..keys {
+        c.send(format!("get big{k}\r\n").as_bytes());
+        let _ = c.read_until(b"END\r\n");
+    }
+    assert_eq!(
+        c.stat_u64("hkv", "pinned_items"),
+        Some(0),
+        "{io}: pins left"
+    );
+    (checked, zero_copy)
+}
+
+/// A client socket; `slow`: with a small receive buffer, so the server's sends wait on it.
+fn reader(addr: std::net::SocketAddr, slow: bool) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    if slow {
+        s.set_recv_buffer_size(4096).unwrap();
+    }
+    s.connect(&addr.into()).expect("connect");
+    s.into()
 }
 
 #[test]

@@ -5,11 +5,16 @@ use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use hkv_proto::output::Output;
+
 use crate::clock::unix_now;
 use crate::conn::Conn;
 use crate::shared::Shared;
 
 use super::{Worker, READ_CHUNK};
+
+/// Most buffers one vectored write hands the kernel (IOV_MAX is 1024).
+const MAX_SLICES: usize = 64;
 
 /// Most bytes of a staged data block one pass receives from one connection.
 const STAGED_READ_PER_PASS: usize = 4 << 20;
@@ -61,7 +66,7 @@ impl Worker {
             if let Some(c) = self.conns.get_mut(t) {
                 c.read_closed = true;
                 c.close_after_write = true;
-                c.wpos = c.wbuf.len();
+                c.wbuf.discard();
             }
         }
     }
@@ -73,19 +78,20 @@ impl Worker {
         };
         match (c.ring.as_mut(), self.ring.as_mut()) {
             (Some(r), Some(ring)) => {
-                if r.sending > 0 || c.wpos == c.wbuf.len() {
+                if r.sending > 0 || c.wbuf.is_sent() {
                     // One send at a time keeps the replies in order.
                     return Ok(());
                 }
-                let fresh = r.spare.take().unwrap_or_else(|| Vec::with_capacity(4096));
-                let buf = std::mem::replace(&mut c.wbuf, fresh);
-                let start = std::mem::take(&mut c.wpos);
-                r.sending = buf.len() - start;
-                r.sending_cap = buf.capacity();
+                let fresh = r
+                    .spare
+                    .take()
+                    .unwrap_or_else(|| Output::with_capacity(4096));
+                let out = std::mem::replace(&mut c.wbuf, fresh);
+                r.sending = out.pending();
+                r.sending_cap = out.capacity() + out.pinned_bytes();
                 ring.send(
                     r.fd,
-                    buf,
-                    start,
+                    out,
                     crate::ring::user_data(crate::ring::Op::Send, t, r.gen),
                 );
                 Ok(())
@@ -144,11 +150,19 @@ pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
 
 /// SD: writes as much pending output as the socket takes.
 pub(super) fn sd_send(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
-    while c.wpos < c.wbuf.len() {
-        match c.stream.write(&c.wbuf[c.wpos..]) {
+    while !c.wbuf.is_sent() {
+        let wrote = if c.wbuf.has_splices() {
+            // Values sent from item memory: one writev over the replies and the values.
+            let mut slices = Vec::with_capacity(MAX_SLICES);
+            c.wbuf.slices(&mut slices, MAX_SLICES);
+            c.stream.write_vectored(&slices)
+        } else {
+            c.stream.write(c.wbuf.first_slice())
+        };
+        match wrote {
             Ok(0) => return Err(()),
             Ok(n) => {
-                c.wpos += n;
+                c.wbuf.advance(n);
                 c.last_active = Instant::now();
                 shared
                     .stats

@@ -307,7 +307,7 @@ impl Worker {
             c.authed = plan.authed;
         }
         for (r, (range, mrange, mut unfinished)) in self.udp_reqs.iter().zip(udp_plans) {
-            let mut reply = Vec::new();
+            let mut reply = hkv_proto::output::Output::default();
             let mut range = range;
             if let Some(m) = first_deferred(&self.marks[mrange], &self.responses) {
                 range.end = m.step;
@@ -329,6 +329,8 @@ impl Worker {
                 // refuses a reply it cannot make room for.
                 hkv_proto::reply::line(&mut reply, hkv_proto::errors::GET_OUT_OF_MEMORY);
             }
+            // A datagram is built whole: spliced values are copied in.
+            let reply = reply.into_bytes();
             if let Some(batch) = self.udp_batch.as_mut() {
                 for dg in crate::udp::datagrams(r.id, &reply) {
                     batch.out.push((r.peer, dg));
@@ -343,6 +345,9 @@ impl Worker {
                 .bytes_written
                 .fetch_add(n, Ordering::Relaxed);
         }
+        // The connections' outputs hold what they send; the pass's own handles would keep
+        // those chunks pinned for as long as this worker stays idle.
+        self.responses.pinned.clear();
         TaskTimes::add(&tasks.wr, t0);
         for (t, header, vlen) in to_stage {
             self.stage_body(t, header, vlen, now);

@@ -235,7 +235,7 @@ impl Worker {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
-        let Some((mut buf, start)) = ring.take_send(c.user_data) else {
+        let Some(mut out) = ring.take_send(c.user_data) else {
             return;
         };
         let conn = incarnation(&mut self.conns, c);
@@ -252,7 +252,7 @@ impl Worker {
             // The peer is gone (or the send was cancelled): drop what is left, then close.
             conn.read_closed = true;
             conn.close_after_write = true;
-            conn.wpos = conn.wbuf.len();
+            conn.wbuf.discard();
             return;
         }
         let n = c.result as usize;
@@ -261,14 +261,14 @@ impl Worker {
             .stats
             .bytes_written
             .fetch_add(n as u64, Ordering::Relaxed);
-        let start = start + n;
-        if start < buf.len() {
-            r.sending = buf.len() - start;
-            r.sending_cap = buf.capacity();
-            ring.send(r.fd, buf, start, c.user_data);
-        } else if buf.capacity() <= SPARE_MAX {
-            buf.clear();
-            r.spare = Some(buf);
+        out.advance(n);
+        if !out.is_sent() {
+            r.sending = out.pending();
+            r.sending_cap = out.capacity() + out.pinned_bytes();
+            ring.send(r.fd, out, c.user_data);
+        } else if out.capacity() <= SPARE_MAX {
+            out.clear();
+            r.spare = Some(out);
         }
     }
 }

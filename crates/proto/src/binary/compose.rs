@@ -3,10 +3,11 @@
 use hkv_types::{Response, Responses};
 
 use super::{op, status, write_header, write_simple};
+use crate::output::Output;
 use crate::step::{BinKind, BinStep};
 
 /// WR of one binary reply built from the batch's results (`rbuf` holds the request's key).
-pub fn compose(step: &BinStep, rbuf: &[u8], res: &Responses, out: &mut Vec<u8>) {
+pub fn compose(step: &BinStep, rbuf: &[u8], res: &Responses, out: &mut Output) {
     match *step {
         BinStep::Status {
             opcode,
@@ -42,7 +43,7 @@ pub fn compose(step: &BinStep, rbuf: &[u8], res: &Responses, out: &mut Vec<u8>) 
             let fail = |out: &mut Vec<u8>, st: u16| write_simple(out, opcode, st, opaque, 0, b"");
             match (kind, *r) {
                 (BinKind::Get { with_key }, Response::Value { flags, cas, .. }) => {
-                    let value = res.value(r);
+                    let value_len = res.value(r).len();
                     let k: &[u8] = if with_key { key } else { b"" };
                     write_header(
                         out,
@@ -50,13 +51,13 @@ pub fn compose(step: &BinStep, rbuf: &[u8], res: &Responses, out: &mut Vec<u8>) 
                         k.len(),
                         4,
                         status::SUCCESS,
-                        4 + k.len() + value.len(),
+                        4 + k.len() + value_len,
                         opaque,
                         cas,
                     );
                     out.extend_from_slice(&flags.to_be_bytes());
                     out.extend_from_slice(k);
-                    out.extend_from_slice(value);
+                    out.value(res, r);
                 }
                 (BinKind::Touch, Response::Value { flags, cas, .. }) => {
                     write_header(out, opcode, 0, 4, status::SUCCESS, 4, opaque, cas);

@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use crate::output::Output;
 use hkv_types::{hit, Response, Responses};
 
 use crate::reply::{error_line, line};
@@ -101,7 +102,7 @@ pub fn compose(
     now: u32,
     item_header: usize,
     class_of: impl Fn(usize, usize) -> usize,
-    out: &mut Vec<u8>,
+    out: &mut Output,
 ) {
     match m {
         MetaStep::Noop => line(out, "MN"),
@@ -177,7 +178,7 @@ fn write_reply(
     unless_cas: Option<u64>,
     rbuf: &[u8],
     now: u32,
-    out: &mut Vec<u8>,
+    out: &mut Output,
 ) {
     let after = res.after.get(idx as usize).copied().unwrap_or_default();
     let written = Found {
@@ -210,11 +211,10 @@ fn write_reply(
                 bits: *bits,
             };
             if echo.value && unless_cas != Some(*cas) {
-                let v = res.value(r);
-                let _ = write!(out, "VA {}", v.len());
+                let _ = write!(out, "VA {len}");
                 ret_flags(out, echo, rbuf, Some(&found), now);
                 out.extend_from_slice(b"\r\n");
-                out.extend_from_slice(v);
+                out.value(res, r);
                 out.extend_from_slice(b"\r\n");
                 return;
             }

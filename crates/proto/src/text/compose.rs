@@ -4,13 +4,15 @@ use std::io::Write;
 
 use hkv_types::{Response, Responses};
 
+use crate::output::Output;
+
 use crate::reply::{error_line, line, VERSION};
 use crate::step::Step;
 
 /// The reply of one step composed from engine results alone; false for a step that the
 /// server's control answers (flush, stats, shutdown and the like: they read or change server
 /// state) or that belongs to another protocol.
-pub fn compose(step: &Step, rbuf: &[u8], res: &Responses, out: &mut Vec<u8>) -> bool {
+pub fn compose(step: &Step, rbuf: &[u8], res: &Responses, out: &mut Output) -> bool {
     match *step {
         Step::Text(t) => line(out, t),
         Step::Value {
@@ -31,7 +33,7 @@ pub fn compose(step: &Step, rbuf: &[u8], res: &Responses, out: &mut Vec<u8>) -> 
                 } else {
                     write!(out, " {flags} {len}\r\n")
                 };
-                out.extend_from_slice(res.value(r));
+                out.value(res, r);
                 out.extend_from_slice(b"\r\n");
             }
         }
