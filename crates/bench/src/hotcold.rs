@@ -89,6 +89,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             seed: 42,
             json: false,
             hot_keys: args.hot_keys,
+            value_bytes: None,
         };
         let t = Instant::now();
         net::preload(&a)?;

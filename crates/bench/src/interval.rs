@@ -88,6 +88,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             seed: 42,
             json: false,
             hot_keys: 0,
+            value_bytes: None,
         };
         let t = Instant::now();
         net::preload(&a)?;

@@ -121,6 +121,7 @@ fn run_placement(args: &Args, placement: &str) -> anyhow::Result<Vec<Sample>> {
         seed: 42,
         json: true,
         hot_keys: 0,
+        value_bytes: None,
     };
     net::preload(&a)?;
     let per_phase = (args.phase_seconds / args.sample_seconds).round().max(1.0) as usize;

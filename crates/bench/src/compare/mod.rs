@@ -63,6 +63,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         seed: 42,
         json: false,
         hot_keys: 0,
+        value_bytes: None,
     };
     let measure = |a: &net::Args| -> anyhow::Result<RunResult> {
         let all: anyhow::Result<Vec<RunResult>> =

@@ -76,6 +76,10 @@ pub struct Args {
     /// hot, and the others as cold (the hot/cold split's latency classes). 0: not split.
     #[arg(long, default_value_t = 0)]
     pub hot_keys: u64,
+    /// Value length in bytes instead of the data set's (large-value loads: where sending
+    /// values without a copy pays, docs/network.md).
+    #[arg(long)]
+    pub value_bytes: Option<usize>,
 }
 
 impl Args {
@@ -92,6 +96,11 @@ impl Args {
 
     fn shape(&self) -> anyhow::Result<Shape> {
         let (key_len, value_len, _) = self.dataset.shape();
+        let value_len = self.value_bytes.unwrap_or(value_len);
+        anyhow::ensure!(
+            value_len <= 1 << 30,
+            "--value-bytes must be at most 1 GiB"
+        );
         let keys = self.key_count();
         anyhow::ensure!(
             keys > 0 && keys < 10u64.pow(key_len.min(19) as u32),
