@@ -97,10 +97,7 @@ impl Args {
     fn shape(&self) -> anyhow::Result<Shape> {
         let (key_len, value_len, _) = self.dataset.shape();
         let value_len = self.value_bytes.unwrap_or(value_len);
-        anyhow::ensure!(
-            value_len <= 1 << 30,
-            "--value-bytes must be at most 1 GiB"
-        );
+        anyhow::ensure!(value_len <= 1 << 30, "--value-bytes must be at most 1 GiB");
         let keys = self.key_count();
         anyhow::ensure!(
             keys > 0 && keys < 10u64.pow(key_len.min(19) as u32),
