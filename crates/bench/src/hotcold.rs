@@ -90,6 +90,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             json: false,
             hot_keys: args.hot_keys,
             value_bytes: None,
+            udp: false,
+            udp_port: None,
         };
         let t = Instant::now();
         net::preload(&a)?;

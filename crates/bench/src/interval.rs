@@ -89,6 +89,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             json: false,
             hot_keys: 0,
             value_bytes: None,
+            udp: false,
+            udp_port: None,
         };
         let t = Instant::now();
         net::preload(&a)?;

@@ -122,6 +122,8 @@ fn run_placement(args: &Args, placement: &str) -> anyhow::Result<Vec<Sample>> {
         json: true,
         hot_keys: 0,
         value_bytes: None,
+        udp: false,
+        udp_port: None,
     };
     net::preload(&a)?;
     let per_phase = (args.phase_seconds / args.sample_seconds).round().max(1.0) as usize;

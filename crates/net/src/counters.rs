@@ -16,6 +16,8 @@ pub struct ServerStats {
     pub rejected_connections: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
+    /// UDP GSO sends (a run of reply datagrams to one peer in one send).
+    pub udp_gso_sends: AtomicU64,
     pub cmd_flush: AtomicU64,
     /// Meta commands parsed (memcached's `cmd_meta`).
     pub cmd_meta: AtomicU64,

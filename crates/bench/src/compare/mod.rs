@@ -64,6 +64,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         json: false,
         hot_keys: 0,
         value_bytes: None,
+        udp: false,
+        udp_port: None,
     };
     let measure = |a: &net::Args| -> anyhow::Result<RunResult> {
         let all: anyhow::Result<Vec<RunResult>> =

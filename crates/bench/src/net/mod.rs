@@ -2,6 +2,7 @@
 
 mod load;
 pub mod procstat;
+mod udp;
 pub mod wire;
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -80,6 +81,13 @@ pub struct Args {
     /// values without a copy pays, docs/network.md).
     #[arg(long)]
     pub value_bytes: Option<usize>,
+    /// Measure GETs over UDP (memcached's frame), `--pipeline` datagrams in flight per
+    /// socket, `--conns` sockets; the preload still goes over TCP. Needs `--workload c`.
+    #[arg(long)]
+    pub udp: bool,
+    /// The server's UDP port with `--udp` (default: the TCP port of `--target`).
+    #[arg(long)]
+    pub udp_port: Option<u16>,
 }
 
 impl Args {
@@ -234,7 +242,12 @@ pub fn preload(args: &Args) -> anyhow::Result<()> {
 
 /// One measured run of the mix.
 pub fn measure(args: &Args, run: u64) -> anyhow::Result<RunResult> {
-    let shape = args.shape()?;
+    let mut shape = args.shape()?;
+    if args.udp {
+        shape
+            .target
+            .set_port(args.udp_port.unwrap_or(shape.target.port()));
+    }
     let threads = args.threads.clamp(1, args.conns);
     let start = Instant::now();
     let from = start + Duration::from_secs_f64(args.warmup.max(0.0));
@@ -254,7 +267,14 @@ pub fn measure(args: &Args, run: u64) -> anyhow::Result<RunResult> {
                     end,
                 };
                 let (shape, progress, conns) = (&shape, &progress, args.conns_of(t));
-                scope.spawn(move || load::drive(shape, conns, &phase, progress))
+                let udp = args.udp;
+                scope.spawn(move || {
+                    if udp {
+                        udp::drive(shape, conns, &phase, progress)
+                    } else {
+                        load::drive(shape, conns, &phase, progress)
+                    }
+                })
             })
             .collect();
         let cpu_at = |pid: Option<u32>| pid.and_then(procstat::cpu_seconds);

@@ -344,6 +344,13 @@ impl Worker {
                 .stats
                 .bytes_written
                 .fetch_add(n, Ordering::Relaxed);
+            let gso = std::mem::take(&mut batch.gso_sends);
+            if gso > 0 {
+                self.shared
+                    .stats
+                    .udp_gso_sends
+                    .fetch_add(gso, Ordering::Relaxed);
+            }
         }
         // The connections' outputs hold what they send; the pass's own handles would keep
         // those chunks pinned for as long as this worker stays idle.
