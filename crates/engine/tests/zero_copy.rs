@@ -146,3 +146,23 @@ fn pinned_bytes_count_in_the_batch_value_budget() {
     assert_eq!((answered, deferred), (2, 2), "{:?}", out.results);
     assert!(out.data.is_empty(), "nothing was copied");
 }
+
+#[test]
+fn incr_of_a_pinned_counter_is_not_lost() {
+    // Regression (review of the zero-copy change): incr wrote a same-length number in
+    // place, and a pinned value refuses in-place writes, so the reply said 2 and the value
+    // stayed 1. Pinned from the first byte here, so a counter is pinned.
+    let e = SharedEngine::new(&EngineConfig {
+        memory_bytes: 16 << 20,
+        partitions: 1,
+        zero_copy_min: 1,
+        ..EngineConfig::default()
+    })
+    .unwrap();
+    exec(&e, &[Request::set(b"n", b"1")]);
+    let out = exec(&e, &[Request::get(b"n"), Request::incr(b"n", 1)]);
+    let pin = out.pinned_value(&out.results[0]).cloned().expect("pinned");
+    assert_eq!(out.results[1], Response::Number(2));
+    assert_eq!(pin.bytes(), b"1", "the GET's bytes");
+    assert_eq!(get(&e, b"n").1.as_deref(), Some(&b"2"[..]));
+}

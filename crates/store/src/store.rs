@@ -395,12 +395,15 @@ impl SlabStore {
     }
 
     /// Whether `loc` holds a retired version (see [`SlabStore::retire`]).
+    /// A chunk freed while a send read it is not: it only waits for the send (store/pins.rs),
+    /// and nothing may free it again.
     pub fn is_retired(&self, loc: Location) -> bool {
         let (c, slot) = decode(loc);
         self.classes
             .get(c)
             .filter(|class| slot < class.slots())
             .is_some_and(|class| class.chunk(slot)[OFF_STATUS] == RETIRED)
+            && !self.freed_while_pinned(loc)
     }
 
     /// Takes a live item out of service without reusing its chunk: from now on it is not

@@ -331,7 +331,9 @@ impl Partition {
             self.stats.decr_hits += 1;
             self.store.note(loc, ClassOp::Decr);
         }
-        if text.len() == old_len {
+        // In place unless a send still reads the value: then the new number is stored as a
+        // new version, as when its length changes.
+        if text.len() == old_len && !self.store.is_pinned(loc) {
             self.store.overwrite_value(loc, text.as_bytes());
             self.store.set_expiry(loc, expiry);
             let cas = self.store.set_cas(loc, self.cas_override);

@@ -81,7 +81,11 @@ impl SlabStore {
         // SAFETY: the chunk lies in `self.arena`'s mapping, which `owner` keeps alive; while
         // `held` counts this handle no store path writes the value bytes or reuses the chunk
         // (CLOCK, page moves, free, clear and the in-place writers all check `is_pinned`),
-        // and the count drops only after the handle's `release` (via `drain_unpins`).
+        // and the count drops only after the handle's `release` (via `drain_unpins`). The
+        // item's header (CAS, expiry, access bits) is still written meanwhile, through
+        // `&mut` slices of its page: no byte a send reads is written, but those slices
+        // also span the value, which Rust's aliasing model does not allow beside a reader on
+        // another thread; docs/reliability.md records this gap.
         Some(unsafe { Pinned::new(ptr, len, u64::from(loc), owner) })
     }
 
@@ -89,6 +93,11 @@ impl SlabStore {
     #[inline]
     pub fn is_pinned(&self, loc: Location) -> bool {
         !self.pins.held.is_empty() && self.pins.held.contains_key(&loc)
+    }
+
+    /// Whether the item at `loc` was freed while pinned (its chunk waits for the send).
+    pub(super) fn freed_while_pinned(&self, loc: Location) -> bool {
+        !self.pins.held.is_empty() && self.pins.held.get(&loc).is_some_and(|h| h.freed)
     }
 
     /// Chunks lent to sends now, and their value bytes (`stats hkv` pinned_*).
@@ -230,6 +239,27 @@ mod tests {
         assert!(!evicted.contains(&first), "a pinned item is never a victim");
         assert!(s.get(first).is_some(), "and it is still live");
         assert_eq!(pin.bytes(), &[1u8; 300_000][..]);
+    }
+
+    #[test]
+    fn a_retired_item_freed_while_pinned_is_not_retired_any_more() {
+        // Regression (review of the zero-copy change): delayed index writes free a retired
+        // version once, and ask `is_retired` whether someone else already did; a chunk that
+        // waits for its send must not look retired, or it is freed again after the send,
+        // when another item may live in it.
+        let mut s = store(4);
+        let loc = set(&mut s, b"k", &[3u8; 30_000]);
+        let pin = s.pin_value(loc).unwrap();
+        assert!(s.retire(loc));
+        assert!(s.is_retired(loc));
+        assert!(!s.free(loc), "was retired, so not live");
+        assert!(!s.is_retired(loc), "freed: waiting for the send only");
+        drop(pin);
+        s.drain_unpins();
+        let other = set(&mut s, b"other", &[4u8; 30_000]);
+        assert_eq!(other, loc, "the chunk went back to its class");
+        assert!(!s.is_retired(loc));
+        assert_eq!(s.stats().curr_items, 1);
     }
 
     #[test]
