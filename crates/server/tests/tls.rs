@@ -167,6 +167,26 @@ fn tls_serves_every_protocol_and_large_pipelined_values() {
         r.len(),
         3 * (big.len() + "VALUE big 0 700000\r\n\r\n".len()) + 5
     );
+    // Values under the largest chunk are sent from item memory (--zero-copy-min's 16 KiB
+    // default): through rustls, byte for byte, between replies that are copied.
+    let mid: Vec<u8> = (0..100_000).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut req = format!("set mid 3 0 {}\r\n", mid.len()).into_bytes();
+    req.extend_from_slice(&mid);
+    req.extend_from_slice(b"\r\n");
+    assert_eq!(call(&mut c, &req, "STORED\r\n"), "STORED\r\n");
+    let r = call(&mut c, b"get k mid k mid\r\n", "END\r\n");
+    let m = String::from_utf8(mid).unwrap();
+    assert_eq!(
+        r,
+        format!("VALUE k 5 2\r\nhi\r\nVALUE mid 3 100000\r\n{m}\r\nVALUE k 5 2\r\nhi\r\nVALUE mid 3 100000\r\n{m}\r\nEND\r\n")
+    );
+    let st = call(&mut c, b"stats hkv\r\n", "END\r\n");
+    let zero_copy: u64 = st
+        .lines()
+        .find_map(|l| l.strip_prefix("STAT zero_copy_values "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(zero_copy >= 2, "{st}");
     // Binary protocol (a NOOP) on its own TLS connection.
     let mut b = handshake(h.addr, client_config(&ca, None)).unwrap();
     let mut noop = vec![0x80, 0x0a];
