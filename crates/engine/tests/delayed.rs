@@ -39,7 +39,7 @@ fn run(e: &mut Engine, reqs: &[Request<'_>]) -> Vec<String> {
     out.results
         .iter()
         .map(|r| match r {
-            Response::Value { .. } => format!("VALUE {}", String::from_utf8_lossy(out.value(r))),
+            Response::Value { .. } => format!("VALUE {}", String::from_utf8_lossy(&out.value(r))),
             other => format!("{other:?}"),
         })
         .collect()
@@ -271,7 +271,7 @@ fn turning_the_delay_off_applies_what_waits() {
         &mut out,
     );
     assert_eq!(p.pending_writes(), 0);
-    assert_eq!(out.value(&out.results[1]), b"w");
+    assert_eq!(&out.value(&out.results[1])[..], b"w");
 }
 
 /// Overwrites under memory and index pressure with delayed writes: every SET answered STORED

@@ -23,7 +23,7 @@ fn run(e: &mut Engine, now: u32, reqs: &[Request<'_>]) -> Vec<String> {
         .iter()
         .map(|r| match r {
             Response::Value { flags, .. } => {
-                format!("VALUE {} {}", String::from_utf8_lossy(out.value(r)), flags)
+                format!("VALUE {} {}", String::from_utf8_lossy(&out.value(r)), flags)
             }
             other => format!("{other:?}"),
         })

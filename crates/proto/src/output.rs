@@ -26,10 +26,22 @@ pub struct Output {
     spliced: usize,
 }
 
+/// One part of a pinned value (a value stored in parts is spliced part by part).
 #[derive(Debug)]
 struct Splice {
     at: usize,
     value: Pinned,
+    part: usize,
+}
+
+impl Splice {
+    fn bytes(&self) -> &[u8] {
+        self.value.part(self.part)
+    }
+
+    fn len(&self) -> usize {
+        self.bytes().len()
+    }
 }
 
 impl Deref for Output {
@@ -57,17 +69,20 @@ impl Output {
     pub fn value(&mut self, res: &Responses, r: &Response) {
         match res.pinned_value(r) {
             Some(p) => self.splice(p.clone()),
-            None => self.bytes.extend_from_slice(res.value(r)),
+            None => self.bytes.extend_from_slice(&res.value(r)),
         }
     }
 
     /// Appends `value` without copying it.
     pub fn splice(&mut self, value: Pinned) {
         self.spliced += value.len();
-        self.splices.push_back(Splice {
-            at: self.bytes.len(),
-            value,
-        });
+        for part in 0..value.part_count() {
+            self.splices.push_back(Splice {
+                at: self.bytes.len(),
+                value: value.clone(),
+                part,
+            });
+        }
     }
 
     /// Bytes not yet sent, spliced values included.
@@ -104,7 +119,7 @@ impl Output {
                     return;
                 }
             }
-            let v = &s.value.bytes()[head..];
+            let v = &s.bytes()[head..];
             if !v.is_empty() {
                 out.push(IoSlice::new(v));
             }
@@ -118,7 +133,7 @@ impl Output {
     /// The first unsent stretch (for a writer that takes one buffer at a time).
     pub fn first_slice(&self) -> &[u8] {
         match self.splices.front() {
-            Some(s) if self.pos == s.at => &s.value.bytes()[self.head..],
+            Some(s) if self.pos == s.at => &s.bytes()[self.head..],
             Some(s) => &self.bytes[self.pos..s.at],
             None => &self.bytes[self.pos..],
         }
@@ -129,11 +144,12 @@ impl Output {
         loop {
             match self.splices.front() {
                 Some(s) if self.pos == s.at => {
-                    let take = n.min(s.value.len() - self.head);
+                    let len = s.len();
+                    let take = n.min(len - self.head);
                     self.head += take;
                     n -= take;
-                    if self.head == s.value.len() {
-                        self.spliced -= s.value.len();
+                    if self.head == len {
+                        self.spliced -= len;
                         self.head = 0;
                         self.splices.pop_front();
                         continue;
@@ -186,7 +202,7 @@ impl Output {
         let mut from = 0;
         for s in self.splices.drain(..) {
             flat.extend_from_slice(&self.bytes[from..s.at]);
-            flat.extend_from_slice(s.value.bytes());
+            flat.extend_from_slice(s.bytes());
             from = s.at;
         }
         flat.extend_from_slice(&self.bytes[from..]);
@@ -232,6 +248,13 @@ mod tests {
         unsafe { Pinned::new(bytes.as_ptr(), bytes.len(), token, owner.clone()) }
     }
 
+    /// A value stored in parts.
+    fn pin_parts(owner: &Arc<Owner>, parts: &[&'static [u8]], token: u64) -> Pinned {
+        let parts = parts.iter().map(|p| (p.as_ptr(), p.len())).collect();
+        // SAFETY: static bytes are never written or unmapped.
+        unsafe { Pinned::new_parts(parts, token, owner.clone()) }
+    }
+
     fn wire(o: &Output) -> Vec<u8> {
         let mut s = Vec::new();
         o.slices(&mut s, usize::MAX);
@@ -241,7 +264,7 @@ mod tests {
     fn sample(owner: &Arc<Owner>) -> Output {
         let mut o = Output::default();
         o.extend_from_slice(b"VALUE a 0 5\r\n");
-        o.splice(pin(owner, b"hello", 1));
+        o.splice(pin_parts(owner, &[b"he", b"", b"llo"], 1));
         o.extend_from_slice(b"\r\nVALUE b 0 3\r\n");
         o.splice(pin(owner, b"abc", 2));
         o.splice(pin(owner, b"", 3));

@@ -83,11 +83,13 @@ fn check(key: u32, v: &[u8]) {
 
 #[test]
 fn large_gets_in_flight_never_see_overwritten_or_deleted_bytes() {
-    // Chained values (over the largest chunk): copied into the replies.
+    // Values copied into the replies (--zero-copy-min 0), chained ones (over the largest
+    // chunk) included.
     for io in loops() {
-        let (checked, zero_copy) = gets_in_flight_checked(io, 700_000, 8, 64, false);
+        let (checked, zero_copy) = gets_in_flight_checked(io, 700_000, 8, 64, false, "0");
         assert!(checked > 0, "{io}: no value was read");
-        eprintln!("{io}: {checked} large values checked byte by byte ({zero_copy} zero-copy)");
+        assert_eq!(zero_copy, 0, "{io}: every value was copied");
+        eprintln!("{io}: {checked} large values checked byte by byte");
     }
 }
 
@@ -98,10 +100,22 @@ fn zero_copy_values_are_never_reused_while_a_send_reads_them() {
     // chunks are handed straight to the next values. A reply (48 x 100 KB) is larger than
     // the most a socket's send buffer takes (tcp_wmem's 4 MB), so its tail waits in hkv.
     for io in loops() {
-        let (checked, zero_copy) = gets_in_flight_checked(io, 100_000, 48, 16, true);
+        let (checked, zero_copy) = gets_in_flight_checked(io, 100_000, 48, 16, true, "16384");
         assert!(checked > 0, "{io}: no value was read");
         assert!(zero_copy > 0, "{io}: nothing was sent without a copy");
         eprintln!("{io}: {checked} values checked byte by byte ({zero_copy} zero-copy)");
+    }
+}
+
+#[test]
+fn zero_copy_values_in_parts_are_never_reused_while_a_send_reads_them() {
+    // The same for values stored in parts (chained, over the largest chunk): every part is
+    // held until the send has read it.
+    for io in loops() {
+        let (checked, zero_copy) = gets_in_flight_checked(io, 700_000, 8, 16, true, "16384");
+        assert!(checked > 0, "{io}: no value was read");
+        assert!(zero_copy > 0, "{io}: nothing was sent without a copy");
+        eprintln!("{io}: {checked} values in parts checked byte by byte ({zero_copy} zero-copy)");
     }
 }
 
@@ -114,6 +128,7 @@ fn gets_in_flight_checked(
     keys: u32,
     mem_mb: u32,
     slow: bool,
+    zero_copy_min: &str,
 ) -> (usize, u64) {
     let mem = mem_mb.to_string();
     let h = Hkv::start(&[
@@ -126,7 +141,7 @@ fn gets_in_flight_checked(
         "--io",
         io,
         "--zero-copy-min",
-        "16384",
+        zero_copy_min,
     ]);
     let addr = h.addr;
     let stop = Arc::new(AtomicBool::new(false));

@@ -354,13 +354,20 @@ impl Responses {
     }
 
     /// The value bytes of a `Response::Value` (empty for any other response).
-    pub fn value(&self, r: &Response) -> &[u8] {
+    /// A pinned value stored in parts comes back copied together: replies splice its parts
+    /// instead ([`Responses::pinned_value`]).
+    pub fn value(&self, r: &Response) -> std::borrow::Cow<'_, [u8]> {
         match *r {
             Response::Value { offset, .. } if offset >= PINNED_VALUE => {
-                self.pinned[offset - PINNED_VALUE].bytes()
+                match self.pinned.get(offset - PINNED_VALUE) {
+                    Some(p) => p.bytes(),
+                    None => std::borrow::Cow::Borrowed(&[]),
+                }
             }
-            Response::Value { offset, len, .. } => &self.data[offset..offset + len as usize],
-            _ => &[],
+            Response::Value { offset, len, .. } => {
+                std::borrow::Cow::Borrowed(&self.data[offset..offset + len as usize])
+            }
+            _ => std::borrow::Cow::Borrowed(&[]),
         }
     }
 

@@ -13,19 +13,19 @@ pub trait PinRelease: Send + Sync {
     fn release(&self, token: u64);
 }
 
-/// A shared handle on pinned bytes; cloning it adds no pin (the pin ends with the last
-/// clone).
+/// A shared handle on pinned bytes: one stretch, or several (a value stored in parts),
+/// which are the value in order. Cloning it adds no pin (the pin ends with the last clone).
 #[derive(Clone)]
 pub struct Pinned(Arc<Inner>);
 
 struct Inner {
-    ptr: *const u8,
+    parts: Vec<(*const u8, usize)>,
     len: usize,
     token: u64,
     owner: Arc<dyn PinRelease>,
 }
 
-// SAFETY: the bytes behind `ptr` are not written while the pin lasts (the contract of
+// SAFETY: the bytes behind `parts` are not written while the pin lasts (the contract of
 // `Pinned::new`), so reading them from any thread is a read of immutable memory; `owner` is
 // Send + Sync itself.
 unsafe impl Send for Inner {}
@@ -45,18 +45,53 @@ impl Pinned {
     /// Until `owner.release(token)` is called, the `len` bytes at `ptr` must stay mapped,
     /// initialised and unwritten by anyone.
     pub unsafe fn new(ptr: *const u8, len: usize, token: u64, owner: Arc<dyn PinRelease>) -> Self {
+        // SAFETY: the caller's promise, for the one part.
+        unsafe { Self::new_parts(vec![(ptr, len)], token, owner) }
+    }
+
+    /// A handle on a value made of `parts` (pointer and length each), in order.
+    ///
+    /// # Safety
+    /// As [`Pinned::new`], for every part.
+    pub unsafe fn new_parts(
+        parts: Vec<(*const u8, usize)>,
+        token: u64,
+        owner: Arc<dyn PinRelease>,
+    ) -> Self {
+        let len = parts.iter().map(|p| p.1).sum();
         Pinned(Arc::new(Inner {
-            ptr,
+            parts,
             len,
             token,
             owner,
         }))
     }
 
-    pub fn bytes(&self) -> &[u8] {
-        // SAFETY: `new`'s contract keeps these bytes mapped and unchanged while `self.0`
-        // lives, and `self` borrows it for the slice's lifetime.
-        unsafe { std::slice::from_raw_parts(self.0.ptr, self.0.len) }
+    /// Part `i` of the value (empty past the last).
+    pub fn part(&self, i: usize) -> &[u8] {
+        match self.0.parts.get(i) {
+            // SAFETY: `new`'s contract keeps these bytes mapped and unchanged while
+            // `self.0` lives, and `self` borrows it for the slice's lifetime.
+            Some(&(ptr, len)) => unsafe { std::slice::from_raw_parts(ptr, len) },
+            None => &[],
+        }
+    }
+
+    pub fn part_count(&self) -> usize {
+        self.0.parts.len()
+    }
+
+    /// The parts, in order.
+    pub fn parts(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        (0..self.part_count()).map(|i| self.part(i))
+    }
+
+    /// The value in one slice: borrowed when it is one part, else copied together.
+    pub fn bytes(&self) -> std::borrow::Cow<'_, [u8]> {
+        if self.part_count() == 1 {
+            return std::borrow::Cow::Borrowed(self.part(0));
+        }
+        std::borrow::Cow::Owned(self.parts().flatten().copied().collect())
     }
 
     pub fn len(&self) -> usize {
@@ -110,7 +145,7 @@ mod tests {
         // SAFETY: `chunk` outlives the handles (the test holds it) and nothing writes it.
         let p = unsafe { Pinned::new(chunk.bytes.as_ptr().wrapping_add(6), 5, 7, owner) };
         let q = p.clone();
-        assert_eq!(p.bytes(), b"world");
+        assert_eq!(&p.bytes()[..], b"world");
         drop(p);
         assert!(chunk.released.lock().unwrap().is_empty());
         let sent = std::thread::spawn(move || q.bytes().to_vec())
@@ -118,5 +153,22 @@ mod tests {
             .unwrap();
         assert_eq!(sent, b"world");
         assert_eq!(*chunk.released.lock().unwrap(), vec![7]);
+    }
+
+    #[test]
+    fn a_value_in_parts_reads_in_order() {
+        let chunk = Arc::new(Chunk {
+            bytes: b"hello world".to_vec().into_boxed_slice(),
+            released: Mutex::new(Vec::new()),
+        });
+        let owner: Arc<dyn PinRelease> = chunk.clone();
+        let b = chunk.bytes.as_ptr();
+        // SAFETY: `chunk` outlives the handle and nothing writes it.
+        let p = unsafe { Pinned::new_parts(vec![(b.wrapping_add(6), 5), (b, 5)], 9, owner) };
+        assert_eq!((p.len(), p.part_count()), (10, 2));
+        assert_eq!(p.part(1), b"hello");
+        assert_eq!(&p.bytes()[..], b"worldhello");
+        drop(p);
+        assert_eq!(*chunk.released.lock().unwrap(), vec![9]);
     }
 }

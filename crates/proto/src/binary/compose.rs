@@ -42,8 +42,13 @@ pub fn compose(step: &BinStep, rbuf: &[u8], res: &Responses, out: &mut Output) {
             let key = &rbuf[key_off as usize..(key_off + key_len) as usize];
             let fail = |out: &mut Vec<u8>, st: u16| write_simple(out, opcode, st, opaque, 0, b"");
             match (kind, *r) {
-                (BinKind::Get { with_key }, Response::Value { flags, cas, .. }) => {
-                    let value_len = res.value(r).len();
+                (
+                    BinKind::Get { with_key },
+                    Response::Value {
+                        flags, cas, len, ..
+                    },
+                ) => {
+                    let value_len = len as usize;
                     let k: &[u8] = if with_key { key } else { b"" };
                     write_header(
                         out,

@@ -73,7 +73,7 @@ pub fn compose(step: &Step, rbuf: &[u8], res: &Responses, out: &mut Output) -> b
         } => {
             if !noreply {
                 let r = &res.results[idx as usize];
-                super::vector::compose(out, span(rbuf, key_off, key_len), r, res.value(r));
+                super::vector::compose(out, span(rbuf, key_off, key_len), r, &res.value(r));
             }
         }
         _ => return false,

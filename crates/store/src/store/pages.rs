@@ -75,7 +75,10 @@ impl SlabStore {
             match chunk[OFF_STATUS] {
                 RETIRED => true,
                 IN_USE => self.is_pinned(encode(from, s)),
-                CHAIN => !self.owner_is_live(rd32(chunk, OFF_OWNER)),
+                CHAIN => {
+                    let owner = rd32(chunk, OFF_OWNER);
+                    !self.owner_is_live(owner) || self.is_pinned(owner)
+                }
                 _ => false,
             }
         };

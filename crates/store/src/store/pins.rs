@@ -52,13 +52,17 @@ impl PinRelease for Released {
 }
 
 impl SlabStore {
-    /// Lends the value of the live, flat item at `loc` to a reader on any thread (see the
-    /// module docs). None for a chained value or no live item.
+    /// Lends the value of the live item at `loc` to a reader on any thread (see the module
+    /// docs): one part for a flat value, one per chunk for a chained one. None if no item
+    /// lives there.
     pub fn pin_value(&mut self, loc: Location) -> Option<Pinned> {
-        let (ptr, len) = {
+        let (parts, len) = {
             let item = self.get(loc)?;
-            let v = item.flat_value()?;
-            (v.as_ptr(), v.len())
+            let parts: Vec<(*const u8, usize)> = self
+                .value_parts(&item)
+                .map(|p| (p.as_ptr(), p.len()))
+                .collect();
+            (parts, item.value_len())
         };
         let owner = match &self.pins.released {
             Some(r) => r.clone(),
@@ -78,15 +82,16 @@ impl SlabStore {
             self.pins.bytes += len as u64;
         }
         held.handles += 1;
-        // SAFETY: the chunk lies in `self.arena`'s mapping, which `owner` keeps alive; while
-        // `held` counts this handle no store path writes the value bytes or reuses the chunk
-        // (CLOCK, page moves, free, clear and the in-place writers all check `is_pinned`),
-        // and the count drops only after the handle's `release` (via `drain_unpins`). The
+        // SAFETY: the chunks lie in `self.arena`'s mapping, which `owner` keeps alive; while
+        // `held` counts this handle no store path writes the value bytes or reuses the
+        // item's chunks, its parts included (CLOCK, page moves, free, clear and the in-place
+        // writers all check `is_pinned` of the item, which a part's owner stands for), and
+        // the count drops only after the handle's `release` (via `drain_unpins`). The
         // item's header (CAS, expiry, access bits) is still written meanwhile, through
         // `&mut` slices of its page: no byte a send reads is written, but those slices
         // also span the value, which Rust's aliasing model does not allow beside a reader on
         // another thread; docs/reliability.md records this gap.
-        Some(unsafe { Pinned::new(ptr, len, u64::from(loc), owner) })
+        Some(unsafe { Pinned::new_parts(parts, u64::from(loc), owner) })
     }
 
     /// Whether a send may still be reading the chunk at `loc`.
@@ -260,6 +265,112 @@ mod tests {
         assert_eq!(other, loc, "the chunk went back to its class");
         assert!(!s.is_retired(loc));
         assert_eq!(s.stats().curr_items, 1);
+    }
+
+    fn chained_store(mb: usize) -> SlabStore {
+        let arena = Arc::new(Arena::new(mb << 20).unwrap());
+        SlabStore::new(
+            arena,
+            &StoreConfig {
+                max_value: 8 << 20,
+                ..StoreConfig::default()
+            },
+        )
+    }
+
+    fn tagged(n: usize, tag: u8) -> Vec<u8> {
+        (0..n).map(|i| (i as u8).wrapping_mul(13) ^ tag).collect()
+    }
+
+    #[test]
+    fn a_pinned_value_in_parts_keeps_every_part_through_delete_flush_and_reuse() {
+        let mut s = chained_store(12);
+        let v = tagged(2_500_000, 1);
+        let loc = set(&mut s, b"big", &v);
+        let pin = s.pin_value(loc).unwrap();
+        assert!(pin.part_count() > 1, "stored in parts");
+        assert_eq!(&pin.bytes()[..], &v[..]);
+        assert!(s.free(loc));
+        // Every other chunk is rewritten by values in parts of their own, again and again.
+        for round in 0..6u8 {
+            for k in 0..3 {
+                let key = format!("other{k}");
+                let _ = s.store(
+                    key.as_bytes(),
+                    &[&tagged(2_500_000, 10 + round)],
+                    0,
+                    0,
+                    0,
+                    &mut |_: &Item<'_>, _, _: Reclaim| {},
+                );
+            }
+        }
+        s.clear();
+        for k in 0..3 {
+            let key = format!("after{k}");
+            let _ = s.store(
+                key.as_bytes(),
+                &[&tagged(2_500_000, 99)],
+                0,
+                0,
+                0,
+                &mut |_: &Item<'_>, _, _: Reclaim| {},
+            );
+        }
+        assert_eq!(&pin.bytes()[..], &v[..], "no part was reused");
+        drop(pin);
+        s.drain_unpins();
+        assert_eq!(s.pinned(), (0, 0));
+        // Everything is reusable again: the memory holds as many such values as before.
+        s.clear();
+        let stored = (0..4)
+            .filter(|k| {
+                let key = format!("again{k}");
+                s.store(
+                    key.as_bytes(),
+                    &[&tagged(2_500_000, 7)],
+                    0,
+                    0,
+                    0,
+                    &mut |_: &Item<'_>, _, _: Reclaim| {},
+                )
+                .is_ok()
+            })
+            .count();
+        assert!(stored >= 3, "{stored} stored");
+    }
+
+    #[test]
+    fn page_moves_leave_the_parts_of_a_pinned_value_alone() {
+        let mut s = chained_store(4);
+        let v = tagged(2_500_000, 3);
+        let loc = set(&mut s, b"big", &v);
+        let pin = s.pin_value(loc).unwrap();
+        // Small items until memory is spent: then their class would take a page from the
+        // value's, and must not while the value is pinned.
+        let mut refused = false;
+        for i in 0..200_000 {
+            let key = format!("small{i}");
+            if s.store(
+                key.as_bytes(),
+                &[&[5u8; 100]],
+                0,
+                0,
+                0,
+                &mut |_: &Item<'_>, _, _: Reclaim| {},
+            )
+            .is_err()
+            {
+                refused = true;
+                break;
+            }
+        }
+        assert!(refused, "memory ran out");
+        assert_eq!(&pin.bytes()[..], &v[..], "no part's page was moved");
+        assert!(
+            s.get(loc).is_some(),
+            "a pinned item is not evicted for a page move"
+        );
     }
 
     #[test]

@@ -31,6 +31,14 @@ impl SlabStore {
                     staged += 1;
                     continue;
                 }
+                if chunk[OFF_STATUS] == CHAIN
+                    && !pinned.is_empty()
+                    && pinned.contains(&rd32(chunk, OFF_OWNER))
+                {
+                    // A part of a value a send reads: freed with its owner, after the send.
+                    staged += 1;
+                    continue;
+                }
                 chunk[OFF_STATUS] = FREE;
                 wr32(chunk, OFF_NEXT_FREE, free_head);
                 free_head = slot;
