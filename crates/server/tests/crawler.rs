@@ -8,15 +8,17 @@ use common::Hkv;
 fn a_crawl_frees_expired_items_now_and_disable_stops_it() {
     let h = Hkv::start(&["-t", "2"]);
     let mut c = h.connect();
-    // Expiring a second after they are stored (relative, so no item is stored already
-    // expired); the background sweep examines a bounded number of chunks per second, so
-    // most are still there when the crawl is asked for.
+    // Expiring two seconds after they are stored (relative, so no item is stored already
+    // expired; with whole seconds, a one-second TTL set late in a second expired within
+    // milliseconds, and the sweep could take some before they were counted); the background
+    // sweep examines a bounded number of chunks per second, so most are still there when the
+    // crawl is asked for.
     for i in 0..2000 {
-        c.send(format!("set e{i} 0 1 1 noreply\r\nx\r\n").as_bytes());
+        c.send(format!("set e{i} 0 2 1 noreply\r\nx\r\n").as_bytes());
     }
     c.call("set keep 0 0 1\r\nk\r\n", "STORED\r\n");
     assert_eq!(c.stat("", "curr_items").unwrap(), "2001");
-    std::thread::sleep(std::time::Duration::from_millis(2100));
+    std::thread::sleep(std::time::Duration::from_millis(3100));
     let checked_before: u64 = c
         .stat("", "crawler_items_checked")
         .unwrap()
