@@ -6,6 +6,7 @@ mod evict;
 mod hit;
 mod pages;
 mod pins;
+mod release;
 mod report;
 mod scan;
 mod stage;
@@ -354,82 +355,6 @@ impl SlabStore {
         let klen = chunk[OFF_KEY_LEN] as usize;
         let vlen = rd32(chunk, OFF_VALUE_LEN) as usize;
         chunk.get_mut(HEADER_BYTES + klen..HEADER_BYTES + klen + vlen)
-    }
-
-    /// Frees an item. Returns true if it was live; a retired chunk goes back to its free list
-    /// too but returns false (it was already uncounted), and a free one is left alone.
-    pub fn free(&mut self, loc: Location) -> bool {
-        let (c, slot) = decode(loc);
-        let Some(class) = self.classes.get(c).filter(|k| slot < k.slots()) else {
-            return false;
-        };
-        let chunk = class.chunk(slot);
-        let status = chunk[OFF_STATUS];
-        if status != IN_USE && status != RETIRED {
-            return false;
-        }
-        if self.is_pinned(loc) {
-            return self.free_pinned(loc);
-        }
-        let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
-        self.release_chunk(loc);
-        if status == RETIRED {
-            return false;
-        }
-        let class = &mut self.classes[c];
-        class.items -= 1;
-        class.counts.bytes -= payload;
-        self.stats.curr_items -= 1;
-        self.stats.bytes -= payload;
-        true
-    }
-
-    /// Gives a chunk (and a chained item's parts) back to the free lists.
-    fn release_chunk(&mut self, loc: Location) {
-        let (c, slot) = decode(loc);
-        let parts = self.parts_of(&Item::new(self.classes[c].chunk(slot)));
-        for p in parts {
-            self.release_part(p);
-        }
-        self.push_free(loc);
-    }
-
-    /// Whether `loc` holds a retired version (see [`SlabStore::retire`]).
-    /// A chunk freed while a send read it is not: it only waits for the send (store/pins.rs),
-    /// and nothing may free it again.
-    pub fn is_retired(&self, loc: Location) -> bool {
-        let (c, slot) = decode(loc);
-        self.classes
-            .get(c)
-            .filter(|class| slot < class.slots())
-            .is_some_and(|class| class.chunk(slot)[OFF_STATUS] == RETIRED)
-            && !self.freed_while_pinned(loc)
-    }
-
-    /// Takes a live item out of service without reusing its chunk: from now on it is not
-    /// readable, not counted and not evictable, but its location stays valid for an index
-    /// entry that still points here, until [`SlabStore::free`] releases it. Returns false if
-    /// the item was not live.
-    pub fn retire(&mut self, loc: Location) -> bool {
-        let (c, slot) = decode(loc);
-        let Some(class) = self.classes.get_mut(c) else {
-            return false;
-        };
-        if slot >= class.slots() {
-            return false;
-        }
-        let chunk = class.chunk_mut(slot);
-        if chunk[OFF_STATUS] != IN_USE {
-            return false;
-        }
-        let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
-        chunk[OFF_STATUS] = RETIRED;
-        class.set_referenced(slot, false);
-        class.items -= 1;
-        class.counts.bytes -= payload;
-        self.stats.curr_items -= 1;
-        self.stats.bytes -= payload;
-        true
     }
 
     /// Writes a new item (its value is the concatenation of `value_parts`, which lets append
