@@ -72,6 +72,11 @@ pub(crate) struct RingConn {
     pub sending_cap: usize,
     /// A sent buffer, kept for the next replies.
     pub spare: Option<Output>,
+    /// The quiet the probe (worker/probe.rs) is watching began at this activity.
+    pub quiet_since: std::time::Instant,
+    /// Looks in this quiet, and when the next is due.
+    pub probes: u32,
+    pub next_probe: std::time::Instant,
 }
 
 impl Conn {

@@ -18,6 +18,8 @@ pub struct ServerStats {
     pub bytes_written: AtomicU64,
     /// UDP GSO sends (a run of reply datagrams to one peer in one send).
     pub udp_gso_sends: AtomicU64,
+    /// Connections whose end (or input) a peek found after their receive missed it.
+    pub uring_missed_ends: AtomicU64,
     pub cmd_flush: AtomicU64,
     /// Meta commands parsed (memcached's `cmd_meta`).
     pub cmd_meta: AtomicU64,

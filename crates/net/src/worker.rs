@@ -21,6 +21,7 @@ use hkv_proto::step::Step;
 mod datagrams;
 mod express;
 mod io;
+mod probe;
 mod process;
 mod spin;
 mod stage;
@@ -165,6 +166,7 @@ impl Worker {
         let mut last_launch = Instant::now();
         let idle = self.shared.config.idle_timeout;
         let mut last_idle_check = Instant::now();
+        let mut last_probe = Instant::now();
         let mut spin = spin::Spin::new(self.shared.config.busy_poll);
         loop {
             let mut timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
@@ -183,6 +185,18 @@ impl Worker {
                 if last_idle_check.elapsed() >= Duration::from_secs(1) {
                     last_idle_check = Instant::now();
                     self.close_idle(limit);
+                }
+            }
+            if self.ring.is_some() && !self.conns.is_empty() {
+                // Receives that missed their connection's end (worker/probe.rs).
+                timeout = Some(
+                    timeout
+                        .unwrap_or(probe::FIRST_PROBE)
+                        .min(probe::FIRST_PROBE),
+                );
+                if last_probe.elapsed() >= probe::FIRST_PROBE {
+                    last_probe = Instant::now();
+                    self.probe_quiet(&mut pending);
                 }
             }
             if timeout.is_none() && self.shared.engine.has_pending_writes() {

@@ -119,6 +119,9 @@ impl Worker {
             sending: 0,
             sending_cap: 0,
             spare: None,
+            quiet_since: conn.last_active,
+            probes: 0,
+            next_probe: conn.last_active + super::probe::FIRST_PROBE,
         });
         Ok(())
     }
