@@ -199,8 +199,12 @@ impl Worker {
                     self.probe_quiet(&mut pending);
                 }
             }
-            if timeout.is_none() && self.shared.engine.has_pending_writes() {
-                // About to sleep: delayed index writes have no batch left to wait for.
+            if pending.is_empty()
+                && timeout != Some(Duration::ZERO)
+                && self.shared.engine.has_pending_writes()
+            {
+                // About to sleep (until work comes or a timer: the probe's, idle kicks,
+                // throttling): delayed index writes have no batch left to wait for.
                 self.shared.engine.apply_pending();
             }
             ready.clear();

@@ -182,3 +182,39 @@ fn the_interval_adapts_within_its_bounds_and_bad_bounds_are_refused() {
         );
     }
 }
+
+#[test]
+fn regression_writes_left_waiting_while_a_timer_is_set() {
+    // Delayed index writes are applied when a worker is about to sleep. "About to sleep"
+    // used to mean "with no timer", so a worker with one (idle kicks, or the io_uring
+    // loop's probe of quiet connections) kept writes waiting while it idled: seen as
+    // `pending_writes` stuck above 0 once the probe came in.
+    for (io, extra) in [("epoll", "idle_timeout=600"), ("auto", "")] {
+        let mut args = vec!["-t", "1", "--io", io, "--batch-interval-us", "2000"];
+        if !extra.is_empty() {
+            args.extend(["-o", extra]);
+        }
+        let h = Hkv::start(&args);
+        let mut c = h.connect();
+        let mut req = String::new();
+        for i in 0..50 {
+            req += &format!("set k{i} 0 0 1\r\nx\r\n");
+        }
+        c.send(req.as_bytes());
+        let want = "STORED\r\n".repeat(50);
+        let mut got = String::new();
+        while got.len() < want.len() {
+            got += &c.read_until(b"\r\n");
+        }
+        assert_eq!(got, want);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let left = || stat(&h, "pending_writes").parse::<u64>().unwrap();
+        while left() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "--io {io} -o {extra:?}: writes left waiting"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
