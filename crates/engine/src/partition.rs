@@ -63,6 +63,9 @@ pub struct Partition {
     // Scratch, kept to avoid allocating per batch.
     hashes: Vec<KeyHash>,
     group: Vec<u32>,
+    /// The signatures in `group`, as a 256-bit filter: a write scans the group for its
+    /// signature only when its bit is set.
+    group_sigs: [u64; 4],
     group_hashes: Vec<KeyHash>,
     group_locs: Vec<Location>,
     /// What KC found for each read of the group.
@@ -199,6 +202,7 @@ impl Partition {
             previous: None,
             hashes: Vec::new(),
             group: Vec::with_capacity(READ_GROUP),
+            group_sigs: [0; 4],
             group_hashes: Vec::with_capacity(READ_GROUP),
             group_locs: Vec::with_capacity(READ_GROUP),
             group_kc: Vec::with_capacity(READ_GROUP),
@@ -446,10 +450,13 @@ impl Partition {
         self.batches_since_apply += 1;
         self.maybe_sweep(now);
         self.group.clear();
+        self.group_sigs = [0; 4];
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(which);
-        self.profile.observe(reqs, hashes, &order);
+        if self.stats.batches.is_multiple_of(crate::profile::OBSERVE_EVERY) {
+            self.profile.observe(reqs, hashes, &order);
+        }
         self.in_search_writes(reqs, hashes, &order);
         // Reads are searched 64 at a time on the CPU (enough to hide misses); a device
         // search pays a launch per call, so it gets every read up to the next write at once.
@@ -487,6 +494,8 @@ impl Partition {
             }
             if req.is_read() {
                 self.group.push(i);
+                let (w, bit) = read::sig_bit(&h);
+                self.group_sigs[w] |= bit;
                 if self.group.len() >= group_limit {
                     self.flush_reads(reqs, hashes, now, results, data, group_bytes);
                 }
@@ -494,7 +503,10 @@ impl Partition {
             }
             // Same signature, not just same key: a write to a colliding key replaces the
             // other key's index entry, so the deferred read must run first to stay in order.
-            if self.group.iter().any(|&g| hashes[g as usize].sig == h.sig) {
+            let (w, bit) = read::sig_bit(&h);
+            if self.group_sigs[w] & bit != 0
+                && self.group.iter().any(|&g| hashes[g as usize].sig == h.sig)
+            {
                 self.flush_reads(reqs, hashes, now, results, data, group_bytes);
             }
             self.last = After::default();
@@ -584,3 +596,4 @@ mod fault {
         *ON.get_or_init(|| std::env::var_os("HKV_FAULT_SKIP_FORWARDING").is_some_and(|v| v == "1"))
     }
 }
+

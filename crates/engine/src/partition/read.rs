@@ -68,6 +68,7 @@ impl Partition {
         self.stats.task_kc_ns += (kc - t).as_nanos() as u64;
         self.stats.task_rd_ns += kc.elapsed().as_nanos() as u64;
         self.group.clear();
+        self.group_sigs = [0; 4];
     }
 
     /// IN: one batched index search for the whole read group.
@@ -203,4 +204,11 @@ pub(super) enum Kc {
     /// The key's item, expired: RD removes it and answers a miss.
     Expired,
     Live,
+}
+
+/// Where `h`'s signature falls in a read group's signature filter.
+#[inline]
+pub(super) fn sig_bit(h: &KeyHash) -> (usize, u64) {
+    let b = h.sig as usize & 255;
+    (b >> 6, 1u64 << (b & 63))
 }
