@@ -8,6 +8,7 @@ use hkv_store::{
 
 use crate::index::Index;
 use crate::pending::{SameKeyTable, Waiting};
+use crate::profile::OBSERVE_EVERY;
 use crate::stats::{EngineStats, WRITE_SAMPLE};
 use hkv_types::{After, Op, Request, Response, Responses};
 
@@ -454,7 +455,7 @@ impl Partition {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(which);
-        if self.stats.batches.is_multiple_of(crate::profile::OBSERVE_EVERY) {
+        if self.stats.batches.is_multiple_of(OBSERVE_EVERY) {
             self.profile.observe(reqs, hashes, &order);
         }
         self.in_search_writes(reqs, hashes, &order);
@@ -596,4 +597,3 @@ mod fault {
         *ON.get_or_init(|| std::env::var_os("HKV_FAULT_SKIP_FORWARDING").is_some_and(|v| v == "1"))
     }
 }
-
