@@ -455,9 +455,8 @@ impl Partition {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(which);
-        if self.stats.batches.is_multiple_of(OBSERVE_EVERY) {
-            self.profile.observe(reqs, hashes, &order);
-        }
+        let weight = OBSERVE_EVERY * u64::from(self.stats.batches.is_multiple_of(OBSERVE_EVERY));
+        self.profile.observe(reqs, hashes, &order, weight);
         self.in_search_writes(reqs, hashes, &order);
         // Reads are searched 64 at a time on the CPU (enough to hide misses); a device
         // search pays a launch per call, so it gets every read up to the next write at once.

@@ -6,17 +6,17 @@
 use hkv_index::KeyHash;
 use hkv_types::{Op, Request};
 
-/// One batch in this many is observed: the shares and sizes are ratios, unbiased by
-/// sampling whole batches, and observing every batch cost ~5% of a YCSB-A run (a pass over
-/// the 232-byte requests, a `powf`, the sketch).
+/// One batch in this many has its requests counted (and the counts weighted by this): the
+/// shares and sizes are ratios, unbiased by counting whole batches, and a pass over every
+/// batch's 232-byte requests cost ~5% of a YCSB-A run. Every batch decays the figures and
+/// feeds the skew sketch, which reads only the hashes.
 pub const OBSERVE_EVERY: u64 = 4;
-/// Observed requests after which an old request's weight has halved (a quarter of all
-/// requests: 32768 of them).
+/// Requests after which an old request's weight has halved.
 const HALF_LIFE: f64 = 8192.0;
-/// One observed request in this many (chosen by its key's hash, so a key is always or never
-/// sampled) feeds the skew estimate: one request in 16 overall, 2048 samples per half-life
-/// (one in 8 into 64 counters cost 8% of the GET path).
-const SAMPLE_EVERY: u32 = 4;
+/// One request in this many (chosen by its key's hash, so a key is always or never
+/// sampled) feeds the skew estimate: 512 samples per half-life (every 8th request into
+/// 64 counters cost 8% of the GET path).
+const SAMPLE_EVERY: u32 = 16;
 /// Counters of the heavy-hitter sketch (space-saving): the keys it can tell apart.
 const SLOTS: usize = 32;
 /// The skew figure: the share of sampled requests that go to the top this many keys.
@@ -51,8 +51,15 @@ pub struct ProfileReport {
 }
 
 impl Profile {
-    /// Adds one batch (the requests `which` of `reqs`).
-    pub fn observe(&mut self, reqs: &[Request<'_>], hashes: &[KeyHash], which: &[u32]) {
+    /// Adds one batch (the requests `which` of `reqs`); its requests are counted `weight`
+    /// times (0: only the skew sketch sees it; see [`OBSERVE_EVERY`]).
+    pub fn observe(
+        &mut self,
+        reqs: &[Request<'_>],
+        hashes: &[KeyHash],
+        which: &[u32],
+        weight: u64,
+    ) {
         if which.is_empty() {
             return;
         }
@@ -68,6 +75,15 @@ impl Profile {
         for h in &mut self.hitters {
             h.1 *= keep;
             h.2 *= keep;
+        }
+        for &i in which {
+            let h = &hashes[i as usize];
+            if sampled(h) {
+                self.sample((u64::from(h.sig) << 32) | u64::from(h.lo));
+            }
+        }
+        if weight == 0 {
+            return;
         }
         // Counted in integers and added once: a floating-point add per request and field
         // is a dependency chain the whole batch waits on.
@@ -85,17 +101,14 @@ impl Profile {
                 _ => others += 1,
             }
             key_bytes += r.key.len() as u64;
-            let h = &hashes[i as usize];
-            if sampled(h) {
-                self.sample((u64::from(h.sig) << 32) | u64::from(h.lo));
-            }
         }
-        self.gets += gets as f64;
-        self.sets += sets as f64;
-        self.deletes += deletes as f64;
-        self.others += others as f64;
-        self.key_bytes += key_bytes as f64;
-        self.value_bytes += value_bytes as f64;
+        let w = weight as f64;
+        self.gets += gets as f64 * w;
+        self.sets += sets as f64 * w;
+        self.deletes += deletes as f64 * w;
+        self.others += others as f64 * w;
+        self.key_bytes += key_bytes as f64 * w;
+        self.value_bytes += value_bytes as f64 * w;
     }
 
     /// Space-saving: a known key's counter grows; a new one replaces the smallest counter
@@ -190,7 +203,7 @@ mod tests {
             let reqs = batch(chunk, set_every);
             let hashes: Vec<KeyHash> = reqs.iter().map(|r| hash_key(r.key)).collect();
             let which: Vec<u32> = (0..reqs.len() as u32).collect();
-            p.observe(&reqs, &hashes, &which);
+            p.observe(&reqs, &hashes, &which, 1);
         }
     }
 

@@ -168,9 +168,8 @@ fn stats_hkv_profiles_the_workload() {
             .parse()
             .unwrap_or_else(|_| panic!("{name}"))
     };
-    // Skewed: every request goes to 128 keys (a few of them sampled by the sketch: one
-    // batch in 4, one key in 4, so that the top 8 per partition hold most sampled requests:
-    // 0.57 here).
+    // Skewed: every request goes to 128 keys (about 8 of them sampled by the sketch, one
+    // key in 16, whose top 8 per partition then hold most sampled requests).
     let h = Hkv::start(&["-t", "1"]);
     let mut c = h.connect();
     let v = "v".repeat(100);
