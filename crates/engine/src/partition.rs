@@ -497,7 +497,8 @@ impl Partition {
                 let (w, bit) = read::sig_bit(&h);
                 self.group_sigs[w] |= bit;
                 if self.group.len() >= group_limit {
-                    self.flush_reads(reqs, hashes, now, results, data, group_bytes);
+                    let next = &order[pos + 1..];
+                    self.flush_reads(reqs, hashes, next, now, results, data, group_bytes);
                 }
                 continue;
             }
@@ -507,7 +508,8 @@ impl Partition {
             if self.group_sigs[w] & bit != 0
                 && self.group.iter().any(|&g| hashes[g as usize].sig == h.sig)
             {
-                self.flush_reads(reqs, hashes, now, results, data, group_bytes);
+                let next = &order[pos..];
+                self.flush_reads(reqs, hashes, next, now, results, data, group_bytes);
             }
             self.last = After::default();
             self.cas_override = req.meta.new_cas;
@@ -546,7 +548,7 @@ impl Partition {
             }
         }
         if !self.group.is_empty() {
-            self.flush_reads(reqs, hashes, now, results, data, group_bytes);
+            self.flush_reads(reqs, hashes, &[], now, results, data, group_bytes);
         }
         self.write_locs_valid = false;
         self.order = order;

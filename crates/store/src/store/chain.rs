@@ -68,12 +68,17 @@ impl SlabStore {
     }
 
     /// Appends `item`'s value to `out`.
-    #[inline]
+    #[inline(always)]
     pub fn copy_value(&self, item: &Item<'_>, out: &mut Vec<u8>) {
-        if let Some(v) = item.flat_value() {
-            out.extend_from_slice(v);
-            return;
+        match item.flat_value() {
+            Some(v) => out.extend_from_slice(v),
+            None => self.copy_chained_value(item, out),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn copy_chained_value(&self, item: &Item<'_>, out: &mut Vec<u8>) {
         out.reserve(item.value_len());
         for part in self.value_parts(item) {
             out.extend_from_slice(part);
