@@ -497,8 +497,7 @@ impl Partition {
                 let (w, bit) = read::sig_bit(&h);
                 self.group_sigs[w] |= bit;
                 if self.group.len() >= group_limit {
-                    let next = &order[pos + 1..];
-                    self.flush_reads(reqs, hashes, next, now, results, data, group_bytes);
+                    self.flush_reads(reqs, hashes, now, results, data, group_bytes);
                 }
                 continue;
             }
@@ -508,8 +507,7 @@ impl Partition {
             if self.group_sigs[w] & bit != 0
                 && self.group.iter().any(|&g| hashes[g as usize].sig == h.sig)
             {
-                let next = &order[pos..];
-                self.flush_reads(reqs, hashes, next, now, results, data, group_bytes);
+                self.flush_reads(reqs, hashes, now, results, data, group_bytes);
             }
             self.last = After::default();
             self.cas_override = req.meta.new_cas;
@@ -548,7 +546,7 @@ impl Partition {
             }
         }
         if !self.group.is_empty() {
-            self.flush_reads(reqs, hashes, &[], now, results, data, group_bytes);
+            self.flush_reads(reqs, hashes, now, results, data, group_bytes);
         }
         self.write_locs_valid = false;
         self.order = order;

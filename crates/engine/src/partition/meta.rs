@@ -13,7 +13,6 @@ impl Partition {
     /// RD of a live item at `loc`: copies its value out and reports its meta state as this
     /// request found it, then bumps it (unless `u`) and hands out the recache token if the
     /// item is stale or near expiry (`R`) and nobody holds it yet.
-    #[inline(never)]
     pub(super) fn rd_answer_hit(
         &mut self,
         req: &Request<'_>,
@@ -25,10 +24,6 @@ impl Partition {
     }
 
     /// [`Partition::rd_answer_hit`], with the value the device's RD copied, if it did.
-    /// Inlined into the read group's loop: returned out of line, the 48-byte response was
-    /// written field by field and read back whole, a stalled store-to-load forward on every
-    /// hit.
-    #[inline(always)]
     pub(super) fn rd_answer_hit_from(
         &mut self,
         req: &Request<'_>,

@@ -5,14 +5,10 @@ use super::*;
 use crate::policy::Proc;
 
 impl Partition {
-    /// `next`: the requests after the group, in order; their buckets start loading while
-    /// this group's replies are composed.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn flush_reads(
         &mut self,
         reqs: &[Request<'_>],
         hashes: &[KeyHash],
-        next: &[u32],
         now: u32,
         results: &mut [Response],
         data: &mut Vec<u8>,
@@ -56,15 +52,7 @@ impl Partition {
             ),
             _ => (Vec::new(), Vec::new()),
         };
-        // RD is compute on lines KC left in cache, so the next group's bucket loads overlap
-        // it (prefetches only: the next group is still searched after any write between).
-        // Prefetching their items as well was tried: reading each bucket here to find its
-        // item stalled RD for longer than it saved KC.
-        let ahead = &next[..next.len().min(n)];
         for j in 0..n {
-            if let Some(&a) = ahead.get(j) {
-                self.index.cpu().prefetch(&hashes[a as usize]);
-            }
             let i = self.group[j] as usize;
             let h = self.group_hashes[j];
             let copied = items::ItemsDevice::value(&values, &value_at, j);
@@ -131,7 +119,6 @@ impl Partition {
     /// RD of the `j`th read of the group, from what KC found. `copied`: the value the
     /// device's RD copied for it, if it did.
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
     fn rd_one(
         &mut self,
         req: &Request<'_>,

@@ -68,17 +68,12 @@ impl SlabStore {
     }
 
     /// Appends `item`'s value to `out`.
-    #[inline(always)]
+    #[inline]
     pub fn copy_value(&self, item: &Item<'_>, out: &mut Vec<u8>) {
-        match item.flat_value() {
-            Some(v) => out.extend_from_slice(v),
-            None => self.copy_chained_value(item, out),
+        if let Some(v) = item.flat_value() {
+            out.extend_from_slice(v);
+            return;
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn copy_chained_value(&self, item: &Item<'_>, out: &mut Vec<u8>) {
         out.reserve(item.value_len());
         for part in self.value_parts(item) {
             out.extend_from_slice(part);

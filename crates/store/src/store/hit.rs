@@ -36,10 +36,8 @@ impl SlabStore {
     /// Copies the value of the live item at `loc` to `out` and returns its header, then
     /// records the hit: the class's hit count and, when the read bumps, the reference bit
     /// and the fetched flag and access time (the header is written only when one of those
-    /// changes: most hits repeat both). None if no live item is there. Always inlined: out
-    /// of line, the header came back through memory written field by field and read back
-    /// whole, a store-to-load forward that stalls on every hit.
-    #[inline(always)]
+    /// changes: most hits repeat both). None if no live item is there.
+    #[inline]
     pub fn read_hit(
         &mut self,
         loc: Location,
