@@ -68,6 +68,14 @@ SCRIPTS = [
     b"append big 0 0 4\r\ntail\r\nprepend big 0 0 4\r\nhead\r\nget big\r\n"
     b"mg big s v f\r\nappend big 0 0 600000\r\n" + b"z" * 600000 + b"\r\nget big\r\n"
     b"set over 0 0 2200000\r\n" + b"o" * 2200000 + b"\r\nget over\r\ndelete big\r\nget big\r\n",
+    # Found by scripts/differential-fuzz.py: `noreply` is the last token wherever it
+    # stands; numbers may carry a '+' (strtol); counters may have leading space, a '+' or
+    # text after a space; touch is a bumping fetch.
+    b"add nr 0 0 noreply\r\n\r\ndecr nr noreply\r\ntouch nr noreply\r\ncas nr 0 0 1 noreply\r\n",
+    b"set p +7 +0 +3\r\nabc\r\nget p\r\nms p +2 F+5\r\nhi\r\nmg p v f\r\nincr p +1\r\ntouch p +100\r\n",
+    b"set c 0 0 3\r\n 12\r\nincr c 1\r\nset c 0 0 2\r\n+5\r\ndecr c 1\r\nset c 0 0 6\r\n12 abc\r\nma c v\r\n"
+    b"set c 0 0 2\r\n-5\r\nincr c 1\r\nset c 0 0 1\r\n \r\nincr c 1\r\n",
+    b"set tf 0 0 1\r\n1\r\ntouch tf 100\r\nmg tf h l t\r\nmg tf h\r\n",
     # bad tokens
     b"mg a N\r\nmg a Nx\r\nmg a Tx\r\nmg a Rx\r\nmg a Cx\r\nms a 1 Fx\r\nx\r\nmg a v v\r\nmg a P L Lfoo v\r\n",
 ]

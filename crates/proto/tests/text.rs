@@ -218,6 +218,32 @@ fn regression_huge_numbers_get_memcached_errors() {
 }
 
 #[test]
+fn regression_noreply_as_the_last_token_quiets_a_line_one_token_short() {
+    // Found by scripts/differential-fuzz.py: memcached takes `noreply` from the last token
+    // wherever it stands, so these fail to parse and say nothing (hkv answered them).
+    for line in [
+        &b"add k 0 0 noreply\r\n"[..],
+        b"cas k 0 0 1 noreply\r\n",
+        b"decr k noreply\r\n",
+        b"incr k noreply\r\n",
+        b"touch k noreply\r\n",
+    ] {
+        match p(line) {
+            Parsed::Error { noreply, .. } => assert!(noreply, "{line:?}"),
+            other => panic!("{line:?} parsed as {other:?}"),
+        }
+    }
+    // A trailing token that is not `noreply` still gets its answer.
+    match p(b"decr k x\r\n") {
+        Parsed::Error { noreply, error, .. } => {
+            assert!(!noreply);
+            assert_eq!(error, "CLIENT_ERROR invalid numeric delta argument");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn regression_gat_without_a_key_is_error() {
     assert_eq!(err(b"gat 0\r\n"), "ERROR");
     assert_eq!(err(b"gats 10\r\n"), "ERROR");

@@ -145,3 +145,17 @@ fn the_recache_token_is_won_exactly_once() {
         }
     });
 }
+
+#[test]
+fn regression_touch_marks_the_item_fetched() {
+    // Found by scripts/differential-fuzz.py: memcached's touch bumps the item like a read
+    // (meta `h1`, last access now); hkv's left it unfetched.
+    each_engine(|h| {
+        let mut c = h.connect();
+        c.expect("set tf 0 0 1\r\n1\r\n", "STORED\r\n");
+        c.expect("mg tf h\r\n", "HD h0\r\n");
+        c.expect("set tf 0 0 1\r\n1\r\n", "STORED\r\n");
+        c.expect("touch tf 100\r\n", "TOUCHED\r\n");
+        c.expect("mg tf h l t\r\n", "HD h1 l0 t100\r\n");
+    });
+}

@@ -133,7 +133,9 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             if n != base && n != base + 1 {
                 return Parsed::error(ERROR, line_len);
             }
-            let noreply = n == base + 1 && noreply_at(base);
+            // memcached takes `noreply` from the last token, wherever it stands: a line one
+            // token short whose last is `noreply` fails to parse, quietly.
+            let noreply = noreply_at(n - 1);
             let key = tokens[1];
             let flags = parse_u32(tokens[2]);
             let exptime = parse_i32(tokens[3]);
@@ -240,13 +242,11 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             if n != 3 && n != 4 {
                 return Parsed::error(ERROR, line_len);
             }
-            let noreply = n == 4 && noreply_at(3);
+            let noreply = noreply_at(n - 1);
             if !key_ok(tokens[1]) {
                 return quiet_error(BAD_FORMAT, line_len, noreply);
             }
-            // strtoull accepts a leading '+'.
-            let delta_tok = tokens[2].strip_prefix(b"+").unwrap_or(tokens[2]);
-            let Some(delta) = parse_u64(delta_tok) else {
+            let Some(delta) = parse_u64(tokens[2]) else {
                 return quiet_error(BAD_DELTA, line_len, noreply);
             };
             cmd(Command::Arith {
@@ -260,7 +260,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             if n != 3 && n != 4 {
                 return Parsed::error(ERROR, line_len);
             }
-            let noreply = n == 4 && noreply_at(3);
+            let noreply = noreply_at(n - 1);
             if !key_ok(tokens[1]) {
                 return quiet_error(BAD_FORMAT, line_len, noreply);
             }

@@ -4,8 +4,10 @@ pub(crate) fn split(line: &[u8]) -> impl Iterator<Item = &[u8]> {
     line.split(|&b| b == b' ').filter(|t| !t.is_empty())
 }
 
-/// memcached's `safe_strtoul`/`safe_strtoull`: decimal digits only, no sign, no overflow.
+/// memcached's `safe_strtoul`/`safe_strtoull`: decimal digits, no '-', no overflow; a
+/// leading '+' is allowed, as `strtoul` allows it.
 pub(crate) fn parse_u64(t: &[u8]) -> Option<u64> {
+    let t = t.strip_prefix(b"+").unwrap_or(t);
     if t.is_empty() || t.len() > 20 || !t.iter().all(u8::is_ascii_digit) {
         return None;
     }
@@ -16,12 +18,17 @@ pub(crate) fn parse_u32(t: &[u8]) -> Option<u32> {
     parse_u64(t).and_then(|v| u32::try_from(v).ok())
 }
 
-/// memcached's `safe_strtol` for exptimes: an optional '-' and digits, within i32.
+/// memcached's `safe_strtol` for exptimes and lengths: an optional sign and digits, within
+/// i32.
 pub(crate) fn parse_i32(t: &[u8]) -> Option<i64> {
     let (neg, digits) = match t.split_first() {
         Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
         _ => (false, t),
     };
+    if digits.first() == Some(&b'+') {
+        return None;
+    }
     // Range-checked before the sign is applied: a u64 of 2^63 or more must not wrap.
     let v = i64::try_from(parse_u64(digits)?).ok()?;
     let v = if neg { -v } else { v };
@@ -44,6 +51,18 @@ mod tests {
         assert_eq!(parse_i32(b"-1"), Some(-1));
         assert_eq!(parse_i32(b"2147483648"), None);
         assert_eq!(parse_i32(b"-"), None);
+    }
+
+    #[test]
+    fn regression_a_leading_plus_is_a_number_as_in_strtol() {
+        // Found by scripts/differential-fuzz.py: memcached stores `set k 0 0 +3`.
+        assert_eq!(parse_i32(b"+3"), Some(3));
+        assert_eq!(parse_u64(b"+7"), Some(7));
+        assert_eq!(parse_u32(b"+4294967295"), Some(u32::MAX));
+        for bad in [&b"+"[..], b"++3", b"+-3", b"-+3", b"--3", b"+ 3"] {
+            assert_eq!(parse_i32(bad), None, "{bad:?}");
+            assert_eq!(parse_u64(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
