@@ -19,6 +19,7 @@ import random
 import re
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -58,9 +59,9 @@ def start_memcached():
     raise SystemExit("memcached did not start")
 
 
-def converse(port, data):
+def converse(port, data, quit=b"quit\r\n"):
     with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-        s.sendall(data + b"quit\r\n")
+        s.sendall(data + quit)
         out = b""
         while True:
             try:
@@ -219,11 +220,96 @@ def script(rng):
     return cmds
 
 
+BINARY = False
+
+
 def answer(port, data):
     try:
+        if BINARY:
+            # QUIT: answered after everything before it, then the connection closes.
+            return bin_packets(converse(port, data, bin_req(0x07, opaque=999)))
         return normalise(converse(port, data))
     except TimeoutError:
         return b"<no answer within 2 s>"
+
+
+# ---- binary protocol (--binary) --------------------------------------------------------
+
+SET_OPS = [0x01, 0x02, 0x03, 0x11, 0x12, 0x13]
+ARITH_OPS = [0x05, 0x06, 0x15, 0x16]
+GET_OPS = [0x00, 0x09, 0x0C, 0x0D]
+GAT_OPS = [0x1D, 0x1E, 0x23, 0x24]
+KEY_OPS = [0x04, 0x14, 0x0E, 0x0F, 0x19, 0x1A]
+
+
+def bin_req(opcode, key=b"", extras=b"", value=b"", opaque=0, cas=0, magic=0x80):
+    body = extras + key + value
+    return struct.pack(">BBHBBHIIQ", magic, opcode, len(key), len(extras), 0, 0, len(body), opaque, cas) + body
+
+
+def bin_command(rng, keys, opaque):
+    key = rng.choice(keys)
+    cas = rng.choice([0, 0, 0, 1, 0xFFFFFFFFFF])
+    r = rng.random()
+    if r < 0.3:
+        op = rng.choice(SET_OPS)
+        extras = struct.pack(">II", rng.choice([0, 5, 0xFFFFFFFF]), 0)
+        if rng.random() < 0.05:
+            extras = extras[: rng.choice([0, 4])]
+        value = rng.choice([b"", b"1", b"12", b"abc", b"18446744073709551615", b" 7"])
+        return bin_req(op, key, extras, value, opaque, cas)
+    if r < 0.5:
+        op = rng.choice(GET_OPS)
+        extras = b"" if rng.random() < 0.95 else b"\0\0\0\0"
+        return bin_req(op, key, extras, b"", opaque)
+    if r < 0.65:
+        op = rng.choice(ARITH_OPS)
+        expiry = rng.choice([0, 0, 0xFFFFFFFF])
+        extras = struct.pack(">QQI", rng.choice([0, 1, 7, 2**64 - 1]), rng.choice([0, 10]), expiry)
+        if rng.random() < 0.05:
+            extras = extras[:8]
+        return bin_req(op, key, extras, b"", opaque, cas)
+    if r < 0.75:
+        op = rng.choice(KEY_OPS)
+        value = b"" if op in (0x04, 0x14) else rng.choice([b"x", b"12"])
+        return bin_req(op, key, b"", value, opaque, cas)
+    if r < 0.83:
+        op = rng.choice(GAT_OPS + [0x1C])
+        return bin_req(op, key, struct.pack(">I", rng.choice([0, 100])), b"", opaque)
+    if r < 0.88:
+        return bin_req(0x0A, opaque=opaque)
+    if r < 0.91:
+        return bin_req(rng.choice([0x08, 0x18]), extras=rng.choice([b"", struct.pack(">I", 0)]), opaque=opaque)
+    # Malformed: unknown opcode, a key where none belongs, a missing key, a value on a get.
+    return rng.choice([
+        # (An unknown opcode with a body: memcached 1.6.18 then stops answering.)
+        bin_req(rng.choice([0x30, 0x55, 0xFE]), opaque=opaque),
+        bin_req(0x0A, key, b"", b"", opaque),
+        bin_req(0x00, b"", b"", b"", opaque),
+        bin_req(0x00, key, b"", b"val", opaque),
+        bin_req(0x01, b"", struct.pack(">II", 0, 0), b"v", opaque),
+        bin_req(0x04, key, b"\0\0\0\0", b"", opaque),
+    ])
+
+
+def bin_script(rng):
+    keys = [PLACEHOLDER + k for k in (b"a", b"b", b"n")]
+    return [bin_command(rng, keys, i + 1) for i in range(rng.randint(1, 8))]
+
+
+def bin_packets(data):
+    """The response stream as packets, CAS values as zero or not, the version text out."""
+    out = []
+    while len(data) >= 24:
+        magic, opcode, keylen, extlen, _, status, bodylen, opaque, cas = struct.unpack(">BBHBBHIIQ", data[:24])
+        body = data[24:24 + bodylen]
+        if opcode == 0x0B:
+            body = b"VERSION"
+        if re.fullmatch(rb".*\d +", body, re.S):
+            body = body.rstrip(b" ")  # a counter memcached padded (see unpad)
+        out.append((magic, opcode, keylen, extlen, status, opaque, cas != 0, body))
+        data = data[24 + bodylen:]
+    return repr((out, data)).encode()
 
 
 def differs(cmds, hkv_port, mc_port):
@@ -249,14 +335,17 @@ def main():
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--stop-after", type=int, default=5)
     ap.add_argument("--hkv-args", default="")
+    ap.add_argument("--binary", action="store_true", help="binary protocol packets instead")
     args = ap.parse_args()
+    global BINARY
+    BINARY = args.binary
     rng = random.Random(args.seed)
     hkv, hkv_port = start_hkv(args.hkv_args.split())
     mc, mc_port = start_memcached()
     found = 0
     try:
         for n in range(args.scripts):
-            cmds = script(rng)
+            cmds = bin_script(rng) if BINARY else script(rng)
             if not differs(cmds, hkv_port, mc_port):
                 continue
             cmds = shrink(cmds, hkv_port, mc_port)

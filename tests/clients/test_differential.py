@@ -170,6 +170,15 @@ BIN_SCRIPTS = [
     + bin_req(0x01, b"missing", SET_EXTRAS, b"2", 3, cas=5) + bin_req(0x1C, b"c", struct.pack(">I", 100), opaque=4)
     + bin_req(0x1C, b"missing", struct.pack(">I", 100), opaque=5) + bin_req(0x1D, b"c", struct.pack(">I", 100), opaque=6)
     + bin_req(0x23, b"c", struct.pack(">I", 100), opaque=7) + bin_req(0x1E, b"missing", struct.pack(">I", 1), opaque=8),
+    # Found by scripts/differential-fuzz.py --binary: a CAS in the header binds add,
+    # append/prepend and incr/decr too; an empty value is non-numeric before the CAS counts.
+    bin_req(0x02, b"ca", SET_EXTRAS, b"1", 1, cas=7) + bin_req(0x01, b"ca", SET_EXTRAS, b"5", 2)
+    + bin_req(0x0E, b"ca", value=b"0", opaque=3, cas=999999) + bin_req(0x05, b"ca", INCR_EXTRAS, opaque=4, cas=999999)
+    + bin_req(0x15, b"ca", INCR_EXTRAS, opaque=5, cas=999999) + bin_req(0x02, b"ce", SET_EXTRAS, b"", 6)
+    + bin_req(0x05, b"ce", INCR_EXTRAS, opaque=7, cas=999999) + bin_req(0x00, b"ca", opaque=8),
+    # A known opcode of the wrong shape: invalid arguments, then the connection is closed.
+    bin_req(0x01, b"", SET_EXTRAS, b"v", 1) + bin_req(0x0A, opaque=2),
+    bin_req(0x11, b"k", b"\0\0\0\0", b"v", 1) + bin_req(0x0A, opaque=2),
     # Lengths that disagree: invalid arguments, then the connection is closed.
     bin_req(0x00, b"key", opaque=1)[:8] + struct.pack(">I", 1) + bin_req(0x00, b"key", opaque=1)[12:],
 ]

@@ -278,8 +278,13 @@ impl Partition {
         cur: Option<Location>,
     ) -> Response {
         let incr = req.op == Op::Incr;
-        if let Some(loc) = cur {
-            if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) {
+        if let Some(item) = cur.and_then(|loc| self.store.get(loc)) {
+            // memcached's order: an empty or chained value is non-numeric before the CAS is
+            // compared, the number itself is read after.
+            if item.value_len() == 0 || item.flat_value().is_none() {
+                return Response::NonNumeric;
+            }
+            if req.cas != 0 && item.cas() != req.cas {
                 return Response::Exists;
             }
         }

@@ -205,8 +205,8 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
         swallow,
         close,
     };
-    // A malformed request is a protocol error: memcached 1.6 answers "Unknown command" and
-    // closes the connection (checked against a live 1.6.18 by tests/clients).
+    // Lengths that do not add up: memcached 1.6 answers "Unknown command" and closes the
+    // connection (checked against a live 1.6.18 by tests/clients).
     if keylen + extlen > bodylen {
         return error(status::UNKNOWN_COMMAND, HEADER_LEN, 0, true);
     }
@@ -220,8 +220,10 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
         && (value_ok || vlen == 0)
         && keylen <= crate::MAX_KEY_LEN
         && (opcode != op::FLUSH && opcode != op::FLUSHQ || extlen == 0 || extlen == 4);
+    // A known opcode of the wrong shape (extras, key or value where none belong, or
+    // missing): "Invalid arguments", then close, as memcached's protocol error.
     if !shape_ok {
-        return error(status::UNKNOWN_COMMAND, HEADER_LEN, 0, true);
+        return error(status::EINVAL, HEADER_LEN, 0, true);
     }
     if value_ok && vlen > max_value {
         // Refuse before buffering it; the body is read and dropped.
@@ -352,6 +354,66 @@ mod tests {
                 ..
             }
         ));
+    }
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use super::*;
+    use crate::binary::plan::{plan, Flow};
+    use crate::testkit::bin_request as req;
+
+    #[test]
+    fn regression_a_known_opcode_of_the_wrong_shape_is_invalid_arguments() {
+        // Found by scripts/differential-fuzz.py --binary: memcached 1.6.18 answers a SET
+        // without a key or with 4 bytes of extras "Invalid arguments" (then closes); hkv
+        // said "Unknown command", which memcached keeps for lengths that do not add up.
+        for bad in [
+            req(op::SET, &[0; 8], b"", b"v"),
+            req(op::SETQ, &[0; 4], b"k", b"v"),
+            req(op::GET, &[], b"k", b"value"),
+            req(op::NOOP, &[], b"k", b""),
+        ] {
+            assert!(
+                matches!(
+                    parse(&bad, 100),
+                    BinParsed::Error {
+                        status: status::EINVAL,
+                        close: true,
+                        ..
+                    }
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    fn planned(packet: &[u8], cas: u64) -> hkv_types::Request<'static> {
+        let mut p = packet.to_vec();
+        p[16..24].copy_from_slice(&cas.to_be_bytes());
+        let p: &'static [u8] = Box::leak(p.into_boxed_slice());
+        let BinParsed::Request { req: r, .. } = parse(p, 100) else {
+            panic!("{p:?}")
+        };
+        let (mut batch, mut steps) = (Vec::new(), Vec::new());
+        assert!(matches!(plan(r, p, &mut batch, &mut steps), Flow::Continue));
+        batch.pop().expect("one engine request")
+    }
+
+    #[test]
+    fn regression_a_cas_in_the_header_binds_add_and_incr_too() {
+        // Found by scripts/differential-fuzz.py --binary: memcached turns any store with a
+        // CAS into compare-and-swap (an ADD with a CAS on a missing key is "Not found") and
+        // checks the CAS of INCR/DECR and APPEND/PREPEND ("Data exists" on a mismatch); hkv
+        // stored the ADD and ignored the others' CAS.
+        let add = req(op::ADD, &[0; 8], b"k", b"v");
+        assert_eq!(planned(&add, 5).op, hkv_types::Op::Cas);
+        assert_eq!(planned(&add, 5).cas, 5);
+        assert_eq!(planned(&add, 0).op, hkv_types::Op::Add);
+        let incr = req(op::INCREMENT, &[0; 20], b"k", b"");
+        assert_eq!(planned(&incr, 9).cas, 9);
+        let append = req(op::APPENDQ, &[], b"k", b"x");
+        assert_eq!(planned(&append, 3).cas, 3);
     }
 }
 

@@ -82,12 +82,9 @@ pub fn plan<'a>(
                 op::ADD | op::ADDQ => Op::Add,
                 _ => Op::Replace,
             };
-            // A CAS in the header turns set and replace into compare-and-swap.
-            let op = if r.cas != 0 && base != Op::Add {
-                Op::Cas
-            } else {
-                base
-            };
+            // A CAS in the header turns set, add and replace into compare-and-swap (memcached
+            // 1.6: an add with a CAS on a missing key is "Not found", not stored).
+            let op = if r.cas != 0 { Op::Cas } else { base };
             let req = Request {
                 cas: r.cas,
                 ..Request::store(op, r.key, r.value, flags, exptime(4))
@@ -100,11 +97,12 @@ pub fn plan<'a>(
             } else {
                 Op::Prepend
             };
-            engine(
-                Request::store(op, r.key, r.value, 0, 0),
-                BinKind::Store,
-                steps,
-            );
+            // As memcached, a CAS in the header must match the item's.
+            let req = Request {
+                cas: r.cas,
+                ..Request::store(op, r.key, r.value, 0, 0)
+            };
+            engine(req, BinKind::Store, steps);
         }
         op::DELETE | op::DELETEQ => {
             let req = Request {
@@ -123,7 +121,9 @@ pub fn plan<'a>(
                 Request::decr(r.key, delta)
             };
             // Expiration 0xffffffff means "do not create on a miss".
+            // A CAS in the header must match the counter's (a miss still creates it).
             let req = Request {
+                cas: r.cas,
                 initial: (exp != u32::MAX).then_some(initial),
                 exptime: if exp == u32::MAX { 0 } else { i64::from(exp) },
                 ..base
