@@ -80,12 +80,12 @@ fn huge_body_lengths_are_refused_without_buffering() {
         (op, status, opaque, body.as_slice()),
         (0x01, 0x03, 7, &b"Too large."[..])
     );
-    // GET with a value is malformed: closed.
+    // GET with a value is malformed: "Invalid arguments" (memcached's protocol error), closed.
     let mut c2 = h.connect();
     let mut get = header(0x00, 1, 0, 100_000, 1);
     get.push(b'k');
     c2.send(&get);
-    assert_eq!(packet(&mut c2).1, 0x81);
+    assert_eq!(packet(&mut c2).1, 0x04);
     assert!(c2.is_closed());
     assert_healthy(&h);
 }
