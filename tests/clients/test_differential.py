@@ -76,6 +76,13 @@ SCRIPTS = [
     b"set c 0 0 3\r\n 12\r\nincr c 1\r\nset c 0 0 2\r\n+5\r\ndecr c 1\r\nset c 0 0 6\r\n12 abc\r\nma c v\r\n"
     b"set c 0 0 2\r\n-5\r\nincr c 1\r\nset c 0 0 1\r\n \r\nincr c 1\r\n",
     b"set tf 0 0 1\r\n1\r\ntouch tf 100\r\nmg tf h l t\r\nmg tf h\r\n",
+    # Found by the fuzzer: mg's t, T, N and R act in the order sent; md C0 compares.
+    b"mg o1 t N30 T0\r\nmg o1 t\r\nmg o2 N30 t T0\r\nmg o2 t\r\nmg o3 T0 N30 t\r\n"
+    b"mg o4 T100 t N30\r\nset o5 0 100 1\r\nx\r\nmg o5 t T30\r\nmg o5 t\r\n"
+    b"mg o5 R60 T10 t\r\nmg o5 T20 R60 t\r\nma a1 t N30\r\nmg a1 t\r\nma a2 N30 t T0\r\nmg a2 t\r\n"
+    b"set a3 0 100 1\r\n1\r\nma a3 t T30\r\nmg a3 t\r\nmg e1 Nx Nx\r\nmg e1 Nx Z\r\nms e1 1 Fx Nx\r\nx\r\n"
+    b"ms e1 1 c MX I\r\n\r\nset e1 0 0 1\r\n1\r\nmg n1 N-1 v\r\nmg n1 v\r\nmg n2 h N0 T-1\r\nmg n2 v\r\n",
+    b"set d0 0 0 1\r\n5\r\nmd d0 C0\r\nmd d0 C0 I q\r\nmg d0 v\r\nmd d1 C0\r\n",
     # bad tokens
     b"mg a N\r\nmg a Nx\r\nmg a Tx\r\nmg a Rx\r\nmg a Cx\r\nms a 1 Fx\r\nx\r\nmg a v v\r\nmg a P L Lfoo v\r\n",
 ]

@@ -328,3 +328,29 @@ fn a_staged_command_is_its_line_then_the_blocks_terminator() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn regression_a_bad_meta_value_does_not_stop_the_flag_scan() {
+    // Found by scripts/differential-fuzz.py: memcached's preparse notes a bad value and
+    // goes on, so a later duplicate or unknown flag answers its own error, and otherwise
+    // the last bad value's message stands (F, which has none, keeps the one before it).
+    assert_eq!(err(b"mg k Nx Nx\r\n"), "CLIENT_ERROR duplicate flag");
+    assert_eq!(err(b"mg k Nx u N0\r\n"), "CLIENT_ERROR duplicate flag");
+    assert_eq!(err(b"mg k Nx Z\r\n"), "CLIENT_ERROR invalid flag");
+    assert_eq!(
+        err(b"mg k Nx Mxx\r\n"),
+        "CLIENT_ERROR incorrect length for M token"
+    );
+    assert_eq!(
+        err(b"ms k 1 Fx Nx\r\nx\r\n"),
+        "CLIENT_ERROR bad token in command line format"
+    );
+    assert_eq!(
+        err(b"ms k 1 Nx Fx\r\nx\r\n"),
+        "CLIENT_ERROR bad token in command line format"
+    );
+    assert_eq!(
+        err(b"ms k 1 Fx\r\nx\r\n"),
+        "CLIENT_ERROR bad command line format"
+    );
+}

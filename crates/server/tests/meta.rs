@@ -147,6 +147,56 @@ fn the_recache_token_is_won_exactly_once() {
 }
 
 #[test]
+fn regression_mg_ttl_flags_act_in_the_order_sent() {
+    // Found by scripts/differential-fuzz.py: memcached applies mg's T, N and R left to
+    // right, and t reports the TTL as of its place; hkv applied them all, then reported.
+    each_engine(|h| {
+        let mut c = h.connect();
+        // N then T: the created item ends with T's TTL (none); t before both saw none.
+        c.expect("mg o1 t N30 T0\r\n", "HD t-1 W\r\n");
+        c.expect("mg o1 t\r\n", "HD t-1 Z\r\n");
+        c.expect("mg o2 N30 t T0\r\n", "HD t30 W\r\n");
+        c.expect("mg o3 T0 N30 t\r\n", "HD t30 W\r\n");
+        c.expect("mg o3 t\r\n", "HD t30 Z\r\n");
+        c.expect("set o5 0 100 1\r\nx\r\n", "STORED\r\n");
+        c.expect("mg o5 t T30\r\n", "HD t100\r\n");
+        c.expect("mg o5 t\r\n", "HD t30\r\n");
+        // R before T compares the old TTL (30 < 60: a win), after T the new one.
+        c.expect("set o6 0 100 1\r\nx\r\n", "STORED\r\n");
+        c.expect("mg o6 R60 T10 t\r\n", "HD t10\r\n");
+        c.expect("mg o6 T20 R60 t\r\n", "HD t20 W\r\n");
+        // A TTL already past still answers the created item once, then it is gone.
+        c.expect("mg n1 N-1 v\r\n", "VA 0 W\r\n\r\n");
+        c.expect("mg n1 v\r\n", "EN\r\n");
+        c.expect("mg n2 h N0 T-1\r\n", "HD h0 W\r\n");
+        c.expect("mg n2 v\r\n", "EN\r\n");
+        // ma, the same: t before N saw no TTL; T after N wins on a created counter.
+        c.expect("ma a1 t N30\r\n", "HD t-1\r\n");
+        c.expect("mg a1 t\r\n", "HD t30\r\n");
+        c.expect("ma a2 N30 t T0\r\n", "HD t30\r\n");
+        c.expect("mg a2 t\r\n", "HD t-1\r\n");
+        c.expect("set a3 0 100 1\r\n1\r\n", "STORED\r\n");
+        c.expect("ma a3 t T30\r\n", "HD t100\r\n");
+        c.expect("mg a3 t\r\n", "HD t30\r\n");
+    });
+}
+
+#[test]
+fn regression_md_with_c0_compares_the_cas() {
+    // Found by scripts/differential-fuzz.py: memcached's md C0 compares (an item's CAS is
+    // never 0, so EX); hkv took a CAS of 0 for none and deleted.
+    each_engine(|h| {
+        let mut c = h.connect();
+        c.expect("set d0 0 0 1\r\n5\r\n", "STORED\r\n");
+        c.expect("md d0 C0\r\n", "EX\r\n");
+        c.expect("md d0 C0 I\r\n", "EX\r\n");
+        c.expect("mg d0 v\r\n", "VA 1\r\n5\r\n");
+        c.expect("md d1 C0\r\n", "NF\r\n");
+        c.expect("delete d0\r\n", "DELETED\r\n");
+    });
+}
+
+#[test]
 fn regression_touch_marks_the_item_fetched() {
     // Found by scripts/differential-fuzz.py: memcached's touch bumps the item like a read
     // (meta `h1`, last access now); hkv's left it unfetched.

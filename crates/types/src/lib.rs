@@ -59,6 +59,13 @@ pub struct Meta {
     pub ttl: Option<i64>,
     /// `ms b`: the key was sent in base64, and `k` should return it that way.
     pub binary_key: bool,
+    /// Where mg's `t`, `T`, `N` and `R` stood among its flags ([`flag_order`] bits):
+    /// memcached applies them left to right, so `t` reports the TTL as of its place and the
+    /// last of `T` and `N` sets a created item's TTL. 0 is `T N R t` (`t` sees the result).
+    pub flag_order: u8,
+    /// `md C0`: a DELETE compares its CAS even when it is 0 (so an existing item, whose CAS
+    /// is never 0, is not deleted: `EX`, as memcached answers); elsewhere a CAS of 0 means none.
+    pub cas_given: bool,
     /// `getset`, `getdel`, meta `G` (KVCG's previous value): a storage command or DELETE
     /// also answers the value its key held before it ran ([`After::previous`]).
     pub previous: bool,
@@ -69,6 +76,19 @@ impl Meta {
     pub fn writes(&self) -> bool {
         self.vivify.is_some() || self.new_cas.is_some()
     }
+}
+
+/// Bits of [`Meta::flag_order`].
+pub mod flag_order {
+    /// `T` came after `N`: an item `N` creates gets `T`'s TTL.
+    pub const T_AFTER_N: u8 = 1;
+    /// `t` came before `T`: it reports the TTL the item had before `T` changed it.
+    pub const SHOWN_BEFORE_T: u8 = 2;
+    /// `t` came before `N`: on an item `N` creates it reports no TTL (`-1`) unless `T` came
+    /// before it.
+    pub const SHOWN_BEFORE_N: u8 = 4;
+    /// `R` came before `T`: it compares the TTL the item had before `T` changed it.
+    pub const RECACHE_BEFORE_T: u8 = 8;
 }
 
 /// Bits of [`Response::Value::bits`]: the item's meta state as this request found it.

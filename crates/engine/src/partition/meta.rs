@@ -4,10 +4,10 @@
 //! ITEM_TOKEN_SENT) and its access time.
 
 use hkv_index::{KeyHash, Location};
-use hkv_store::{expiry_from_exptime, BINARY_KEY, FETCHED, STALE, WIN_SENT};
+use hkv_store::{expiry_from_exptime, ClassOp, BINARY_KEY, FETCHED, STALE, WIN_SENT};
 
 use super::{Partition, Parts};
-use hkv_types::{hit, Request, Response};
+use hkv_types::{flag_order, hit, Request, Response};
 
 impl Partition {
     /// RD of a live item at `loc`: copies its value out and reports its meta state as this
@@ -105,9 +105,67 @@ impl Partition {
         }
         self.stats.get_misses += 1;
         match self.vivify(req, h, now) {
-            Some(loc) => self.answer_created(req, loc, now, data),
+            Some(loc) => {
+                let r = self.answer_created(req, loc, now, data);
+                let vivified = expiry_from_exptime(req.meta.vivify.unwrap_or(0), now).to_raw();
+                self.expire_created(loc, vivified);
+                let shown = shown_on_created(req.meta.flag_order, vivified, vivified, None);
+                with_expiry(r, shown)
+            }
             None => Response::Miss,
         }
+    }
+
+    /// gat, gats and mg with `T`: a hit gets the new TTL; a miss with `N` creates the item.
+    /// mg's flags act in the order they were sent, as memcached's do ([`flag_order`]).
+    pub(super) fn get_and_touch(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        now: u32,
+        cur: Option<Location>,
+        data: &mut Vec<u8>,
+    ) -> Response {
+        let order = req.meta.flag_order;
+        let raw = expiry_from_exptime(req.exptime, now).to_raw();
+        self.stats.cmd_touch += 1;
+        let Some(loc) = cur else {
+            self.stats.get_misses += 1;
+            self.stats.touch_misses += 1;
+            let Some(loc) = self.vivify(req, h, now) else {
+                return Response::Miss;
+            };
+            let r = self.answer_created(req, loc, now, data);
+            let vivified = expiry_from_exptime(req.meta.vivify.unwrap_or(0), now).to_raw();
+            // The last of N and T sets the TTL.
+            let last = if order & flag_order::T_AFTER_N != 0 {
+                raw
+            } else {
+                vivified
+            };
+            self.expire_created(loc, last);
+            let shown = shown_on_created(order, last, vivified, Some(raw));
+            return with_expiry(r, shown);
+        };
+        let old = self.store.get(loc).map_or(0, |i| i.expiry());
+        self.stats.get_hits += 1;
+        self.stats.touch_hits += 1;
+        self.store.note(loc, ClassOp::Touch);
+        let r = if order & flag_order::RECACHE_BEFORE_T != 0 {
+            // R compares the TTL the item had before T.
+            let r = self.rd_answer_hit(req, loc, now, data);
+            self.store.set_expiry(loc, raw);
+            r
+        } else {
+            self.store.set_expiry(loc, raw);
+            self.rd_answer_hit(req, loc, now, data)
+        };
+        let shown = if order & flag_order::SHOWN_BEFORE_T != 0 {
+            old
+        } else {
+            raw
+        };
+        with_expiry(r, shown)
     }
 
     /// The reply to the request that created an item by `N`: it holds the recache token.
@@ -126,13 +184,20 @@ impl Partition {
         r
     }
 
-    /// `N<ttl>` on a miss: stores an empty item, returns where it lives.
+    /// `N<ttl>` on a miss: stores an empty item without a TTL, returns where it lives. The
+    /// caller answers from it, then gives it its TTL ([`Partition::expire_created`]), as
+    /// memcached does: so even a TTL already past answers the item once.
     pub(super) fn vivify(&mut self, req: &Request<'_>, h: &KeyHash, now: u32) -> Option<Location> {
-        let ttl = req.meta.vivify?;
-        match self.store_new(req.key, h, Parts::One(&[]), 0, ttl, now, None) {
+        req.meta.vivify?;
+        match self.store_new(req.key, h, Parts::One(&[]), 0, 0, now, None) {
             Response::Stored => self.find_live(req.key, h, now),
             _ => None,
         }
+    }
+
+    /// Gives an item `N` created its TTL (raw `expiry`) once it has been answered.
+    fn expire_created(&mut self, loc: Location, expiry: u32) {
+        self.store.set_expiry(loc, expiry);
     }
 
     /// `ms I` stored an item with an older CAS: it is stale from the start, and keeps the
@@ -195,4 +260,26 @@ impl Partition {
         self.store.note(loc, hkv_store::ClassOp::Delete);
         Response::Deleted
     }
+}
+
+/// The raw expiry meta `t` reports on an item that `N` created: what the flags before `t`
+/// had set (memcached creates it without a TTL, then applies `N` and `T` in order).
+/// `last` is the item's final expiry, `vivified` N's and `ttl` T's (if given).
+pub(super) fn shown_on_created(order: u8, last: u32, vivified: u32, ttl: Option<u32>) -> u32 {
+    let n_before = order & flag_order::SHOWN_BEFORE_N == 0;
+    let t_before = ttl.filter(|_| order & flag_order::SHOWN_BEFORE_T == 0);
+    match (n_before, t_before) {
+        (true, Some(_)) => last,
+        (true, None) => vivified,
+        (false, Some(t)) => t,
+        (false, None) => 0,
+    }
+}
+
+/// `r` with the raw expiry its `t` flag reports.
+fn with_expiry(mut r: Response, shown: u32) -> Response {
+    if let Response::Value { ref mut expiry, .. } = r {
+        *expiry = shown;
+    }
+    r
 }

@@ -2,6 +2,8 @@
 //! touch, delete): the value stored, the item linked in place of the old version.
 
 use super::*;
+use hkv_types::flag_order;
+use meta::shown_on_created;
 
 impl Partition {
     /// IN for the writes of a batch, as one search (one device launch instead of one per
@@ -81,23 +83,7 @@ impl Partition {
         match req.op {
             // A meta get that may create or change its item (`N`, `E`).
             Op::Get | Op::Gets => self.meta_get(req, h, now, cur, data),
-            Op::Gat | Op::Gats => {
-                self.stats.cmd_touch += 1;
-                let Some(loc) = cur else {
-                    self.stats.get_misses += 1;
-                    self.stats.touch_misses += 1;
-                    return match self.vivify(req, h, now) {
-                        Some(loc) => self.answer_created(req, loc, now, data),
-                        None => Response::Miss,
-                    };
-                };
-                let raw = expiry_from_exptime(req.exptime, now).to_raw();
-                self.store.set_expiry(loc, raw);
-                self.stats.get_hits += 1;
-                self.stats.touch_hits += 1;
-                self.store.note(loc, ClassOp::Touch);
-                self.rd_answer_hit(req, loc, now, data)
-            }
+            Op::Gat | Op::Gats => self.get_and_touch(req, h, now, cur, data),
             Op::Set => self.store_request(req, h, now, cur),
             Op::Add => match cur {
                 Some(loc) => {
@@ -167,7 +153,8 @@ impl Partition {
             }
             Op::Delete => match cur {
                 Some(loc)
-                    if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) =>
+                    if (req.cas != 0 || req.meta.cas_given)
+                        && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) =>
                 {
                     // A delete that names a CAS (meta `md C`) only removes that version.
                     Response::Exists
@@ -293,13 +280,22 @@ impl Partition {
             let text = initial.to_string();
             self.value_buf.clear();
             self.value_buf.extend_from_slice(text.as_bytes());
-            let raw = match expiry_from_exptime(req.exptime, now) {
+            // meta `ma`: the last of N and T sets the TTL, as memcached applies them in turn.
+            let order = req.meta.flag_order;
+            let exptime = match req.meta.ttl {
+                Some(t) if order & flag_order::T_AFTER_N != 0 => t,
+                _ => req.exptime,
+            };
+            let raw = match expiry_from_exptime(exptime, now) {
                 Expiry::AlreadyExpired => return Response::Number(initial),
                 e => e.to_raw(),
             };
             return match self.store_raw(req.key, h, Parts::Buf, 0, raw, now, None) {
                 Response::Stored => {
                     self.last.created = true;
+                    let ttl = req.meta.ttl.map(|t| expiry_from_exptime(t, now).to_raw());
+                    let vivified = expiry_from_exptime(req.exptime, now).to_raw();
+                    self.last.expiry = shown_on_created(order, raw, vivified, ttl);
                     Response::Number(initial)
                 }
                 other => other,
@@ -331,6 +327,12 @@ impl Partition {
             Some(t) => expiry_from_exptime(t, now).to_raw(),
             None => item.expiry(),
         };
+        // What meta `t` reports: before `T`, the TTL the counter had.
+        let shown = if req.meta.flag_order & flag_order::SHOWN_BEFORE_T != 0 {
+            item.expiry()
+        } else {
+            expiry
+        };
         if incr {
             self.stats.incr_hits += 1;
             self.store.note(loc, ClassOp::Incr);
@@ -348,7 +350,7 @@ impl Partition {
             self.last = After {
                 cas: cas.unwrap_or(0),
                 len: old_len as u32,
-                expiry,
+                expiry: shown,
                 created: false,
                 previous: None,
             };
@@ -357,7 +359,10 @@ impl Partition {
         self.value_buf.clear();
         self.value_buf.extend_from_slice(text.as_bytes());
         match self.store_raw(req.key, h, Parts::Buf, flags, expiry, now, cur) {
-            Response::Stored => Response::Number(new),
+            Response::Stored => {
+                self.last.expiry = shown;
+                Response::Number(new)
+            }
             other => other,
         }
     }

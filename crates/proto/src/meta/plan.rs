@@ -132,6 +132,7 @@ fn plan_request<'a>(
         MetaCmd::Get { .. } => {
             meta.no_bump = f.no_bump;
             meta.recache = f.recache;
+            meta.flag_order = f.order;
             meta.vivify = f.vivify;
             if f.vivify.is_none() {
                 // E only matters when mg creates the item.
@@ -174,6 +175,7 @@ fn plan_request<'a>(
             meta.invalidate = f.invalidate;
             meta.strip_value = f.strip_value;
             meta.previous = f.previous;
+            meta.cas_given = f.compare_cas.is_some();
             if f.invalidate || f.strip_value {
                 meta.ttl = f.ttl;
             }
@@ -197,6 +199,7 @@ fn plan_request<'a>(
                 req.exptime = ttl;
             }
             meta.ttl = f.ttl;
+            meta.flag_order = f.order;
             Request {
                 cas: f.compare_cas.unwrap_or(0),
                 meta,

@@ -53,6 +53,8 @@ pub struct MetaFlags<'a> {
     /// `G` (hkv's extension): ms and md answer the value the key held before, as `mg v`
     /// would (`VA`).
     pub previous: bool,
+    /// Where `t`, `T`, `N` and `R` stand ([`hkv_types::flag_order`] bits).
+    pub order: u8,
     /// The letters that ask for something back (`b c f h k l O s t`), in request order, as
     /// memcached echoes them.
     ret: [u8; MAX_FLAGS],
@@ -87,8 +89,10 @@ pub fn decode_key(token: &[u8], out: &mut [u8; crate::MAX_KEY_LEN]) -> Option<us
 }
 
 fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
+    use hkv_types::flag_order;
     let mut f = MetaFlags::default();
     let mut seen = [false; 128];
+    let mut pending: Option<&'static str> = None;
     for t in tokens {
         let letter = t[0];
         let value = &t[1..];
@@ -96,23 +100,63 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
             return Err(crate::errors::meta::DUPLICATE_FLAG);
         }
         seen[letter as usize] = true;
+        // Duplicates are refused above, so each letter comes once: whichever of a pair
+        // comes second finds the other seen.
+        let before = |l: u8| seen[l as usize];
+        for (later, earlier, bit) in [
+            (b'T', b'N', flag_order::T_AFTER_N),
+            (b'T', b't', flag_order::SHOWN_BEFORE_T),
+            (b'N', b't', flag_order::SHOWN_BEFORE_N),
+            (b'T', b'R', flag_order::RECACHE_BEFORE_T),
+        ] {
+            if letter == later && before(earlier) {
+                f.order |= bit;
+            }
+        }
         if !META_FLAG_LETTERS.contains(&letter) {
             return Err(crate::errors::meta::INVALID_FLAG);
         }
         const BAD_TOKEN: &str = crate::errors::meta::BAD_TOKEN;
+        // A bad value does not stop the scan (memcached's preparse): a duplicate or unknown
+        // flag after it still answers its own error; otherwise the last bad value's does.
         match letter {
-            b'N' => f.vivify = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
-            b'T' => f.ttl = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
-            b'R' => f.recache = Some(parse_i32(value).ok_or(BAD_TOKEN)?),
-            b'C' => f.compare_cas = Some(parse_u64(value).ok_or(BAD_TOKEN)?),
-            b'E' => f.new_cas = Some(parse_u64(value).ok_or(BAD_TOKEN)?),
-            b'F' => f.client_flags = Some(parse_u32(value).ok_or(crate::errors::BAD_FORMAT)?),
+            b'N' => match parse_i32(value) {
+                Some(v) => f.vivify = Some(v),
+                None => pending = Some(BAD_TOKEN),
+            },
+            b'T' => match parse_i32(value) {
+                Some(v) => f.ttl = Some(v),
+                None => pending = Some(BAD_TOKEN),
+            },
+            b'R' => match parse_i32(value) {
+                Some(v) => f.recache = Some(v),
+                None => pending = Some(BAD_TOKEN),
+            },
+            b'C' => match parse_u64(value) {
+                Some(v) => f.compare_cas = Some(v),
+                None => pending = Some(BAD_TOKEN),
+            },
+            b'E' => match parse_u64(value) {
+                Some(v) => f.new_cas = Some(v),
+                None => pending = Some(BAD_TOKEN),
+            },
+            // memcached's F sets no message of its own: the one before it stands.
+            b'F' => match parse_u32(value) {
+                Some(v) => f.client_flags = Some(v),
+                None => pending = pending.or(Some(crate::errors::BAD_FORMAT)),
+            },
             b'M' => match value {
                 [m] => f.mode = Some(*m),
-                _ => return Err(crate::errors::meta::M_LENGTH),
+                _ => pending = Some(crate::errors::meta::M_LENGTH),
             },
-            b'J' => f.initial = Some(parse_u64(value).ok_or(crate::errors::meta::BAD_INITIAL)?),
-            b'D' => f.delta = Some(parse_u64(value).ok_or(crate::errors::meta::BAD_DELTA)?),
+            b'J' => match parse_u64(value) {
+                Some(v) => f.initial = Some(v),
+                None => pending = Some(crate::errors::meta::BAD_INITIAL),
+            },
+            b'D' => match parse_u64(value) {
+                Some(v) => f.delta = Some(v),
+                None => pending = Some(crate::errors::meta::BAD_DELTA),
+            },
             b'O' => f.opaque = Some(value),
             b'b' => f.base64 = true,
             b'I' => f.invalidate = true,
@@ -128,7 +172,10 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
             f.ret_len += 1;
         }
     }
-    Ok(f)
+    match pending {
+        Some(e) => Err(e),
+        None => Ok(f),
+    }
 }
 
 /// Checks shared by mg, md, ma and the flags of ms: count, preparse, opaque length.
@@ -225,6 +272,10 @@ pub(crate) fn parse<'a>(
                 Ok(f) => f,
                 Err(e) => return refuse(e, None),
             };
+            // memcached checks the mode before the size or the data block.
+            if flags.mode.is_some_and(|m| !b"SERAP".contains(&m)) {
+                return refuse(crate::errors::meta::MS_MODE, None);
+            }
             if vlen > limits.max_item_size {
                 return refuse(TOO_LARGE, Some(key));
             }
