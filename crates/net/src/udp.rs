@@ -16,7 +16,15 @@ pub(crate) struct UdpRequest {
     pub peer: SocketAddr,
     pub id: u16,
     pub payload: Vec<u8>,
+    /// The replies to the commands of this datagram that earlier passes ran: a datagram
+    /// whose commands did not all fit in one pass (after a `flush_all`, or past the
+    /// per-pass limits) goes on in the next one, and is answered once, whole.
+    pub reply: Vec<u8>,
 }
+
+/// Most reply bytes a datagram carries from pass to pass; past it, what did not fit is
+/// refused as a reply too large to make (`SERVER_ERROR out of memory writing get response`).
+pub(crate) const CARRY_REPLY_BYTES: usize = 256 * 1024;
 
 /// Datagrams taken per `recvmmsg`.
 pub(crate) const RECV_SLOTS: usize = 16;

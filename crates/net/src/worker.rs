@@ -70,6 +70,8 @@ pub(crate) struct Worker {
     udp: Option<mio::net::UdpSocket>,
     udp_ready: bool,
     udp_reqs: Vec<crate::udp::UdpRequest>,
+    /// Datagrams to go on with in the next pass (at most UDP_PER_PASS: they count in it).
+    udp_carry: Vec<crate::udp::UdpRequest>,
     udp_batch: Option<Box<crate::udp::UdpBatch>>,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
@@ -143,6 +145,7 @@ impl Worker {
             udp_batch: udp.is_some().then(|| Box::new(crate::udp::UdpBatch::new())),
             udp,
             udp_reqs: Vec::new(),
+            udp_carry: Vec::new(),
             pass_requests: 0,
             io,
             ring: None,
@@ -525,6 +528,10 @@ impl Worker {
         TaskTimes::add(&tasks.rv, t0);
         self.process(ready);
         self.udp_reqs.clear();
+        if !self.udp_carry.is_empty() {
+            // Another pass at once, as for a socket with datagrams waiting.
+            self.udp_ready = true;
+        }
         let _sd = Timed(&tasks.sd, std::time::Instant::now());
         for &t in ready {
             let failed = self.send(t).is_err();

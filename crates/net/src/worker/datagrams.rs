@@ -8,6 +8,8 @@ use super::{Worker, UDP_PER_PASS};
 impl Worker {
     /// RV for UDP: takes up to UDP_PER_PASS datagrams into this pass, many per system call.
     pub(super) fn receive_udp(&mut self) {
+        // Datagrams that earlier passes did not finish go first, in the order they came.
+        self.udp_reqs.append(&mut self.udp_carry);
         let (Some(sock), Some(batch)) = (self.udp.as_ref(), self.udp_batch.as_mut()) else {
             return;
         };
@@ -34,6 +36,7 @@ impl Worker {
                             peer,
                             id,
                             payload: d[payload_at..].to_vec(),
+                            reply: Vec::new(),
                         });
                     }
                     crate::udp::Frame::MultiPacket { id } => errors.push((peer, id)),

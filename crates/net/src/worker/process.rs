@@ -158,10 +158,22 @@ impl Worker {
             ..limits
         };
         let udp_reqs = &self.udp_reqs;
-        let mut udp_plans: Vec<(Range<usize>, Range<usize>, bool)> =
-            Vec::with_capacity(udp_reqs.len());
+        let mut udp_plans: Vec<UdpPlan> = Vec::with_capacity(udp_reqs.len());
         for r in udp_reqs {
             let (start, mstart) = (steps.len(), marks.len());
+            if udp_plans.iter().any(|p| p.goes_on && p.peer == r.peer) {
+                // A datagram of this client goes on next pass: its later ones wait for it.
+                udp_plans.push(UdpPlan {
+                    steps: start..start,
+                    marks: mstart..mstart,
+                    unfinished: true,
+                    goes_on: true,
+                    incomplete: false,
+                    from: 0,
+                    peer: r.peer,
+                });
+                continue;
+            }
             let end = pp_plan_input(
                 &r.payload,
                 keys,
@@ -189,7 +201,23 @@ impl Worker {
                 None,
             );
             let unfinished = end.pos < r.payload.len() || end.cont.is_some();
-            udp_plans.push((start..steps.len(), mstart..marks.len(), unfinished));
+            udp_plans.push(UdpPlan {
+                steps: start..steps.len(),
+                marks: mstart..marks.len(),
+                unfinished,
+                // Stopped by a barrier or a per-pass limit between two commands, after
+                // running at least one: the rest can run next pass. (Not inside a multi-key
+                // line, whose reply stays bounded by one pass.)
+                goes_on: unfinished
+                    && end.more
+                    && end.cont.is_none()
+                    && end.swallow == 0
+                    && end.pos > 0,
+                // Its last command's line or data block is cut off.
+                incomplete: unfinished && !end.more && !end.close && end.cont.is_none(),
+                from: end.pos,
+                peer: r.peer,
+            });
         }
         let tasks = &self.shared.stats.tasks;
         let mut t0 = TaskTimes::add(&tasks.pp, t0);
@@ -306,12 +334,14 @@ impl Worker {
             c.binary = end.binary;
             c.authed = plan.authed;
         }
-        for (r, (range, mrange, mut unfinished)) in self.udp_reqs.iter().zip(udp_plans) {
+        for (r, p) in self.udp_reqs.iter_mut().zip(udp_plans) {
             let mut reply = hkv_proto::output::Output::default();
-            let mut range = range;
-            if let Some(m) = first_deferred(&self.marks[mrange], &self.responses) {
+            let (mut range, mut unfinished) = (p.steps, p.unfinished);
+            let mut goes_on = p.goes_on;
+            if let Some(m) = first_deferred(&self.marks[p.marks], &self.responses) {
                 range.end = m.step;
                 unfinished = true;
+                goes_on = false;
             }
             for step in &self.steps[range] {
                 stop |= respond::wr_compose(
@@ -324,15 +354,31 @@ impl Worker {
                     None,
                 );
             }
-            if unfinished {
-                // One datagram gets one pass: what did not fit in it is refused as memcached
-                // refuses a reply it cannot make room for.
-                hkv_proto::reply::line(&mut reply, hkv_proto::errors::GET_OUT_OF_MEMORY);
-            }
             // A datagram is built whole: spliced values are copied in.
-            let reply = reply.into_bytes();
+            let mut whole = std::mem::take(&mut r.reply);
+            whole.extend_from_slice(&reply.into_bytes());
+            if goes_on && whole.len() <= crate::udp::CARRY_REPLY_BYTES {
+                self.udp_carry.push(crate::udp::UdpRequest {
+                    peer: r.peer,
+                    id: r.id,
+                    payload: r.payload.split_off(p.from),
+                    reply: whole,
+                });
+                continue;
+            }
+            if unfinished {
+                // What did not fit is refused as memcached refuses a reply it cannot make
+                // room for; a command cut off by the datagram's end as a bad data block
+                // (memcached answers such a datagram with nothing at all, docs/protocol.md).
+                let error = if p.incomplete {
+                    hkv_proto::errors::BAD_DATA_CHUNK
+                } else {
+                    hkv_proto::errors::GET_OUT_OF_MEMORY
+                };
+                hkv_proto::reply::line(&mut whole, error);
+            }
             if let Some(batch) = self.udp_batch.as_mut() {
-                for dg in crate::udp::datagrams(r.id, &reply) {
+                for dg in crate::udp::datagrams(r.id, &whole) {
                     batch.out.push((r.peer, dg));
                 }
             }
@@ -372,6 +418,19 @@ impl Worker {
 }
 
 /// The first read of a client that the engine deferred (the value budget was spent).
+/// How one datagram of the pass was planned.
+struct UdpPlan {
+    steps: Range<usize>,
+    marks: Range<usize>,
+    /// Commands were left unplanned.
+    unfinished: bool,
+    /// They run next pass, from byte `from` of the payload.
+    goes_on: bool,
+    incomplete: bool,
+    from: usize,
+    peer: std::net::SocketAddr,
+}
+
 fn first_deferred<'m>(marks: &'m [ReadMark], res: &Responses) -> Option<&'m ReadMark> {
     marks
         .iter()
