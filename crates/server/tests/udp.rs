@@ -212,3 +212,31 @@ fn regression_commands_after_flush_all_in_one_datagram_are_answered() {
     assert_eq!(body, "MN\r\n".repeat(3000).into_bytes());
     assert_healthy(&h);
 }
+
+#[test]
+fn regression_a_binary_datagram_gets_no_text_error() {
+    // Found by scripts/differential-fuzz.py --udp --binary: a binary packet of the wrong
+    // shape (NOOP with a key: "Invalid arguments", after which TCP closes) left the rest of
+    // the datagram unplanned, and the reply got memcached's text "SERVER_ERROR out of memory
+    // writing get response" appended to a binary stream.
+    let h = Hkv::start(&["--udp-listen", "127.0.0.1:0"]);
+    let s = udp_client(&h);
+    s.send(&request(1, 0, 1, &bin_req(0x0a, b"k", &[], &[], 9)))
+        .unwrap();
+    let (_, r) = reply(&s, 1);
+    assert_eq!(r.len(), 24 + b"Invalid arguments".len(), "{r:?}");
+    assert_eq!((r[0], r[1], &r[6..8]), (0x81, 0x0a, &[0u8, 4][..]));
+    assert_eq!(&r[24..], b"Invalid arguments");
+    // Two packets in one datagram: both answered, in order.
+    let two = [
+        bin_req(0x01, b"bk", &[0, 0, 0, 0, 0, 0, 0, 0], b"v", 1),
+        bin_req(0x00, b"bk", &[], &[], 2),
+    ]
+    .concat();
+    s.send(&request(2, 0, 1, &two)).unwrap();
+    let (_, r) = reply(&s, 2);
+    assert_eq!((r[1], &r[12..16]), (0x01, &1u32.to_be_bytes()[..]));
+    assert_eq!((r[25], &r[36..40]), (0x00, &2u32.to_be_bytes()[..]));
+    assert_eq!(&r[r.len() - 1..], b"v");
+    assert_healthy(&h);
+}

@@ -169,6 +169,7 @@ impl Worker {
                     unfinished: true,
                     goes_on: true,
                     incomplete: false,
+                    quiet_end: false,
                     from: 0,
                     peer: r.peer,
                 });
@@ -215,6 +216,9 @@ impl Worker {
                     && end.pos > 0,
                 // Its last command's line or data block is cut off.
                 incomplete: unfinished && !end.more && !end.close && end.cont.is_none(),
+                // A binary datagram gets no text error; after an error that closes (as on
+                // TCP), nothing is added either: memcached answers that error alone.
+                quiet_end: end.binary == Some(true) || end.close,
                 from: end.pos,
                 peer: r.peer,
             });
@@ -366,7 +370,7 @@ impl Worker {
                 });
                 continue;
             }
-            if unfinished {
+            if unfinished && !p.quiet_end {
                 // What did not fit is refused as memcached refuses a reply it cannot make
                 // room for; a command cut off by the datagram's end as a bad data block
                 // (memcached answers such a datagram with nothing at all, docs/protocol.md).
@@ -427,6 +431,7 @@ struct UdpPlan {
     /// They run next pass, from byte `from` of the payload.
     goes_on: bool,
     incomplete: bool,
+    quiet_end: bool,
     from: usize,
     peer: std::net::SocketAddr,
 }
