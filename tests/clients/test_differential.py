@@ -82,7 +82,7 @@ SCRIPTS = [
     b"mg o5 R60 T10 t\r\nmg o5 T20 R60 t\r\nma a1 t N30\r\nmg a1 t\r\nma a2 N30 t T0\r\nmg a2 t\r\n"
     b"set a3 0 100 1\r\n1\r\nma a3 t T30\r\nmg a3 t\r\nmg e1 Nx Nx\r\nmg e1 Nx Z\r\nms e1 1 Fx Nx\r\nx\r\n"
     b"ms e1 1 c MX I\r\n\r\nset e1 0 0 1\r\n1\r\nmg n1 N-1 v\r\nmg n1 v\r\nmg n2 h N0 T-1\r\nmg n2 v\r\n",
-    b"set d0 0 0 1\r\n5\r\nmd d0 C0\r\nmd d0 C0 I q\r\nmg d0 v\r\nmd d1 C0\r\n",
+    b"set d0 0 0 1\r\n5\r\nmd d0 C0\r\nmd d0 C0 I q\r\nmg d0 v\r\nmd d1 C0\r\nms d0 1 I C0\r\nz\r\nmg d0 v\r\n",
     # bad tokens
     b"mg a N\r\nmg a Nx\r\nmg a Tx\r\nmg a Rx\r\nmg a Cx\r\nms a 1 Fx\r\nx\r\nmg a v v\r\nmg a P L Lfoo v\r\n",
 ]

@@ -192,6 +192,9 @@ fn regression_md_with_c0_compares_the_cas() {
         c.expect("md d0 C0 I\r\n", "EX\r\n");
         c.expect("mg d0 v\r\n", "VA 1\r\n5\r\n");
         c.expect("md d1 C0\r\n", "NF\r\n");
+        // ms I with C0: not an older CAS to store stale, EX (found by the fuzzer over UDP).
+        c.expect("ms d0 1 I C0\r\nz\r\n", "EX\r\n");
+        c.expect("mg d0 v\r\n", "VA 1\r\n5\r\n");
         c.expect("delete d0\r\n", "DELETED\r\n");
     });
 }

@@ -134,8 +134,9 @@ impl Partition {
                 };
                 let item = self.store.get(loc).expect("found live above");
                 if item.cas() != req.cas {
-                    // meta `ms I`: an older CAS still stores, as a stale item.
-                    if req.meta.invalidate && req.cas < item.cas() {
+                    // meta `ms I`: an older CAS still stores, as a stale item (not C0,
+                    // which memcached never takes for a CAS: EX).
+                    if req.meta.invalidate && req.cas != 0 && req.cas < item.cas() {
                         let old = (item.expiry(), item.bits());
                         self.stats.cas_hits += 1;
                         self.store.note(loc, ClassOp::CasHit);
