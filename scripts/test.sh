@@ -29,6 +29,11 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 # SASL: memcached -S is the reference, with a sasldb written by saslpasswd2.
 command -v saslpasswd2 >/dev/null 2>&1 || need+=(sasl2-bin)
+# pylibmc (libmemcached's Python binding) is built from source: its headers and a compiler.
+[ -e /usr/include/libmemcached/memcached.h ] || need+=(libmemcached-dev)
+python3 -c 'import os, sysconfig; os.stat(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
+  >/dev/null 2>&1 || need+=(python3-dev)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
 # memjs, the Node binary+SASL client.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
@@ -88,16 +93,15 @@ step "release build"
 cargo build --release --locked -p hkv-server -p hkv-bench
 
 step "client tests (pymemcache, and replies compared with memcached)"
-if [ ! -x .venv/bin/pytest ]; then
-  python3 -m venv .venv
-  .venv/bin/pip install -q -r tests/clients/requirements.txt
-fi
+[ -x .venv/bin/pip ] || python3 -m venv .venv
+# Every time: a venv from before a requirement was added gets it (a no-op when all are there).
+.venv/bin/pip install -q -r tests/clients/requirements.txt
 HKV_BIN="$PWD/target/release/hkv" .venv/bin/pytest -q tests/clients 2>&1 | tee -a "$results"
 
 step "the real clients' tests again on the epoll loop"
 HKV_IO=epoll HKV_BIN="$PWD/target/release/hkv" .venv/bin/pytest -q tests/clients/test_pymemcache.py \
   tests/clients/test_binary.py tests/clients/test_meta_client.py tests/clients/test_memjs.py \
-  tests/clients/test_tls.py 2>&1 | tee -a "$results"
+  tests/clients/test_tls.py tests/clients/test_pylibmc_suite.py 2>&1 | tee -a "$results"
 
 step "gomemcache's own test suite (Go) against hkv"
 command -v go >/dev/null 2>&1 || export PATH=$PATH:/usr/local/go/bin
