@@ -108,7 +108,7 @@ impl Partition {
             Some(loc) => {
                 let r = self.answer_created(req, loc, now, data);
                 let vivified = expiry_from_exptime(req.meta.vivify.unwrap_or(0), now).to_raw();
-                self.expire_created(loc, vivified);
+                self.store.set_expiry(loc, vivified);
                 let shown = shown_on_created(req.meta.flag_order, vivified, vivified, None);
                 with_expiry(r, shown)
             }
@@ -143,7 +143,7 @@ impl Partition {
             } else {
                 vivified
             };
-            self.expire_created(loc, last);
+            self.store.set_expiry(loc, last);
             let shown = shown_on_created(order, last, vivified, Some(raw));
             return with_expiry(r, shown);
         };
@@ -185,19 +185,14 @@ impl Partition {
     }
 
     /// `N<ttl>` on a miss: stores an empty item without a TTL, returns where it lives. The
-    /// caller answers from it, then gives it its TTL ([`Partition::expire_created`]), as
-    /// memcached does: so even a TTL already past answers the item once.
+    /// caller answers from it, then sets its TTL, as memcached does: so even a TTL already
+    /// past answers the item once.
     pub(super) fn vivify(&mut self, req: &Request<'_>, h: &KeyHash, now: u32) -> Option<Location> {
         req.meta.vivify?;
         match self.store_new(req.key, h, Parts::One(&[]), 0, 0, now, None) {
             Response::Stored => self.find_live(req.key, h, now),
             _ => None,
         }
-    }
-
-    /// Gives an item `N` created its TTL (raw `expiry`) once it has been answered.
-    fn expire_created(&mut self, loc: Location, expiry: u32) {
-        self.store.set_expiry(loc, expiry);
     }
 
     /// `ms I` stored an item with an older CAS: it is stale from the start, and keeps the

@@ -421,7 +421,6 @@ impl Worker {
     }
 }
 
-/// The first read of a client that the engine deferred (the value budget was spent).
 /// How one datagram of the pass was planned.
 struct UdpPlan {
     steps: Range<usize>,
@@ -430,12 +429,15 @@ struct UdpPlan {
     unfinished: bool,
     /// They run next pass, from byte `from` of the payload.
     goes_on: bool,
+    /// The last command is cut off by the datagram's end.
     incomplete: bool,
+    /// No text error may end the reply (binary, or closed after an error).
     quiet_end: bool,
     from: usize,
     peer: std::net::SocketAddr,
 }
 
+/// The first read of a client that the engine deferred (the value budget was spent).
 fn first_deferred<'m>(marks: &'m [ReadMark], res: &Responses) -> Option<&'m ReadMark> {
     marks
         .iter()
