@@ -4,6 +4,8 @@ match (CAS values normalised as in tests/clients/test_differential.py).
 
     cargo build --release -p hkv-server
     python3 scripts/differential-fuzz.py --scripts 2000 [--seed N] [--hkv-args "--io epoll"]
+    python3 scripts/differential-fuzz.py --binary ...     # binary protocol packets
+    python3 scripts/differential-fuzz.py --udp [--binary] # the same over UDP
 
 Each script is a few commands over a handful of keys (some malformed on purpose: bad
 numbers, missing or extra tokens, long keys, wrong data lengths, noreply), sent on a fresh
