@@ -49,6 +49,15 @@ pub struct NetConfig {
     pub admin_listen: Option<SocketAddr>,
     /// `-X`: `stats cachedump` and `lru_crawler metadump` refused.
     pub disable_dumping: bool,
+    /// `-F`: `flush_all` (text and binary) refused.
+    pub disable_flush_all: bool,
+    /// `-R`: requests taken from one connection per pass before the others get theirs.
+    pub reqs_per_event: usize,
+    /// `-b`: the listen backlog of the TCP and Unix listeners.
+    pub backlog: i32,
+    /// `-B`: the protocol every connection speaks; `None` tells them apart by the first
+    /// byte (memcached's `auto`).
+    pub binding: Option<Binding>,
     /// `-Z`: TCP connections speak TLS with this configuration.
     pub tls: Option<Arc<Tls>>,
     /// Addresses given as `-l notls:ADDR`: plain TCP even with `-Z` (memcached's prefix).
@@ -62,6 +71,13 @@ pub struct NetConfig {
     /// `--busy-poll-us`: the longest a worker polls without sleeping once it runs out of
     /// work (adaptive below that; zero: never).
     pub busy_poll: std::time::Duration,
+}
+
+/// `-B ascii|binary`: the one protocol connections speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Binding {
+    Ascii,
+    Binary,
 }
 
 /// The workers' event loop.
@@ -121,6 +137,10 @@ impl Default for NetConfig {
             sasl: None,
             authfile: None,
             disable_dumping: false,
+            disable_flush_all: false,
+            backlog: 1024,
+            reqs_per_event: crate::plan::MAX_REQUESTS_PER_CONN_PASS,
+            binding: None,
             admin_listen: None,
             tls: None,
             notls: Vec::new(),

@@ -6,9 +6,14 @@ use std::sync::atomic::Ordering;
 use crate::shared::Shared;
 
 /// `flush_all [delay]` (text), FLUSH (binary).
-pub(crate) fn flush_all(shared: &Shared, delay: i64, now: u32) {
-    shared.engine.flush_all(delay, now);
+/// `flush_all`; false: refused (`-F`), counted all the same, as memcached counts it.
+pub(crate) fn flush_all(shared: &Shared, delay: i64, now: u32) -> bool {
     shared.stats.cmd_flush.fetch_add(1, Ordering::Relaxed);
+    if shared.config.disable_flush_all {
+        return false;
+    }
+    shared.engine.flush_all(delay, now);
+    true
 }
 
 /// `cache_memlimit <MB>`: the new limit, or memcached's refusal below 8 MB.

@@ -14,6 +14,8 @@ pub struct ServerStats {
     pub curr_connections: AtomicUsize,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// Passes that left a connection's requests for the next one after `-R` of them.
+    pub conn_yields: AtomicU64,
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     /// UDP GSO sends (a run of reply datagrams to one peer in one send).

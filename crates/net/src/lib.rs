@@ -19,6 +19,7 @@ mod ring;
 mod sasl;
 mod shared;
 mod stage;
+pub use plan::MAX_REQUESTS_PER_CONN_PASS;
 pub use stage::STAGE_MIN;
 mod stats;
 mod stream;
@@ -37,7 +38,7 @@ use mio::net::TcpListener;
 use mio::{Poll, Token, Waker};
 use stream::Listener;
 
-pub use config::{IoMode, NetConfig};
+pub use config::{Binding, IoMode, NetConfig};
 pub use counters::ServerStats;
 pub use hot::Router;
 pub use sasl::{AuthFile, SaslUsers};
@@ -113,6 +114,9 @@ impl Server {
                     listeners.push(Listener::Tcp(l, config.tls_for(a)));
                 }
             }
+        }
+        for l in &listeners {
+            l.set_backlog(config.backlog)?;
         }
         let addr = addrs.first().copied();
         let extra_addrs = addrs.get(1..).unwrap_or_default().to_vec();

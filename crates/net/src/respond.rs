@@ -34,19 +34,34 @@ pub(crate) fn wr_compose(
             _ => line(out, hkv_proto::errors::ERROR),
         },
         Step::Flush { delay, noreply } => {
-            control::flush_all(shared, delay, now);
+            let reply = match control::flush_all(shared, delay, now) {
+                true => "OK",
+                false => hkv_proto::errors::admin::FLUSH_DISABLED,
+            };
             if !noreply {
-                line(out, "OK");
+                line(out, reply);
             }
         }
         Step::BinFlush {
             delay,
             opaque,
             quiet,
-        } => {
-            control::flush_all(shared, delay, now);
-            hkv_proto::binary::flushed(out, opaque, quiet);
-        }
+        } => match control::flush_all(shared, delay, now) {
+            true => hkv_proto::binary::flushed(out, opaque, quiet),
+            // memcached's answer with -F, sent even for FLUSHQ.
+            false => hkv_proto::binary::write_simple(
+                out,
+                if quiet {
+                    hkv_proto::binary::op::FLUSHQ
+                } else {
+                    hkv_proto::binary::op::FLUSH
+                },
+                hkv_proto::binary::status::AUTH_ERROR,
+                opaque,
+                0,
+                b"",
+            ),
+        },
         Step::Shutdown { graceful, invalid } => {
             if !shared.config.enable_shutdown {
                 line(out, hkv_proto::errors::admin::SHUTDOWN_DISABLED);
@@ -72,6 +87,17 @@ pub(crate) fn wr_compose(
                 Ok(crate::stats::StatsReply::Pairs(p)) => Some(p),
                 // memcached answers a binary reset with the terminating packet alone.
                 Ok(crate::stats::StatsReply::Reset) => Some(Vec::new()),
+                // `detail on|off` answer the terminating packet alone, `detail dump` one
+                // packet keyed "detailed" with the dump's text, as memcached's binary stats.
+                Ok(crate::stats::StatsReply::Raw(text)) if args[0] == b"detail" => {
+                    Some(match args.get(1).map(Vec::as_slice) {
+                        Some(b"dump") => vec![(
+                            "detailed".to_string(),
+                            String::from_utf8_lossy(&text).into_owned(),
+                        )],
+                        _ => Vec::new(),
+                    })
+                }
                 Ok(crate::stats::StatsReply::Raw(_)) | Err(_) => None,
             };
             hkv_proto::binary::stats(out, opaque, pairs.as_deref());
@@ -86,9 +112,13 @@ pub(crate) fn wr_compose(
             Ok(()) => line(out, "OK"),
             Err(e) => line(out, &e),
         },
-        Step::Automove(mode) => {
-            shared.engine.set_automove(mode != 0);
-            line(out, "OK");
+        Step::Automove { mode, noreply } => {
+            if let Some(mode) = mode {
+                shared.engine.set_automove(mode != 0);
+            }
+            if !noreply {
+                line(out, "OK");
+            }
         }
         Step::Crawler(ref op) => line(out, control::crawler(shared, op, now)),
         Step::MetaDump(ref classes) => crate::stats::metadump(classes.as_deref(), shared, now, out),

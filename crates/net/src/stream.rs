@@ -160,6 +160,15 @@ pub(crate) enum Listener {
 }
 
 impl Listener {
+    /// `-b`: listening again on a listening socket sets its backlog (mio listens with 1024).
+    pub fn set_backlog(&self, backlog: i32) -> std::io::Result<()> {
+        match self {
+            Listener::Tcp(l, _) => rustix::net::listen(l, backlog)?,
+            Listener::Unix(l) => rustix::net::listen(l, backlog)?,
+        }
+        Ok(())
+    }
+
     /// `stats conns`: (descriptor, address) of a listening socket.
     pub fn describe(&self) -> (i32, String) {
         use std::os::fd::AsRawFd;

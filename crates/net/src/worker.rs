@@ -402,6 +402,12 @@ impl Worker {
             let (fd, addr, listen) = stream.describe();
             watch::conn_event(self.shared.engine.watch(), fd, &addr, None);
             let mut conn = Conn::new(stream);
+            // -B: the protocol is fixed, not read from the first byte.
+            conn.binary = self
+                .shared
+                .config
+                .binding
+                .map(|b| b == crate::config::Binding::Binary);
             conn.peer.clone_from(&addr);
             conn.fd = fd;
             conn.registered = Some(

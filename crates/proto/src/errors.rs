@@ -60,6 +60,8 @@ pub mod admin {
     pub const CRAWLER_DISABLED: &str = "CLIENT_ERROR lru crawler disabled";
     pub const CRAWLER_SLEEP: &str = "CLIENT_ERROR sleep must be one second or less";
     pub const CRAWLER_START_FAILED: &str = "ERROR failed to start lru crawler thread";
+    /// With `-F` (memcached's wording).
+    pub const FLUSH_DISABLED: &str = "CLIENT_ERROR flush_all not allowed";
     /// With `-X`.
     pub const CACHEDUMP_DISABLED: &str = "CLIENT_ERROR stats cachedump not allowed";
     pub const METADUMP_DISABLED: &str = "ERROR metadump not allowed";

@@ -45,7 +45,10 @@ pub enum Step {
         from: i64,
         to: i64,
     },
-    Automove(u8),
+    Automove {
+        mode: Option<u8>,
+        noreply: bool,
+    },
     /// The reply of `getset` / `getdel`: the previous value as `get` answers it.
     Previous {
         idx: u32,

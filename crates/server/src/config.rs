@@ -90,6 +90,46 @@ pub struct Cli {
     /// Refuse `stats cachedump` and `lru_crawler metadump` (memcached's -X).
     #[arg(short = 'X', long = "disable-dumping")]
     pub disable_dumping: bool,
+    /// Refuse `flush_all` (memcached's -F): text clients get `CLIENT_ERROR flush_all not
+    /// allowed`, binary ones "Auth failure.".
+    #[arg(short = 'F', long = "disable-flush-all")]
+    pub disable_flush_all: bool,
+    /// The listen backlog of the TCP and Unix listeners (memcached's -b).
+    #[arg(
+        short = 'b',
+        long = "listen-backlog",
+        default_value_t = 1024,
+        allow_negative_numbers = true
+    )]
+    pub listen_backlog: i32,
+    /// The protocol clients speak (memcached's -B): auto (told apart by each connection's
+    /// first byte), ascii or binary.
+    #[arg(short = 'B', long = "protocol", value_parser = ["auto", "ascii", "binary"])]
+    pub protocol: Option<String>,
+    /// Lock all memory in RAM (memcached's -k); a warning if the system refuses.
+    #[arg(short = 'k', long = "lock-memory")]
+    pub lock_memory: bool,
+    /// Raise the core file size limit to the hard limit (memcached's -r).
+    #[arg(short = 'r', long = "enable-coredumps")]
+    pub enable_coredumps: bool,
+    /// memcached's -C. Accepted so memcached's command lines start hkv, but CAS stays on
+    /// (a warning says so): gets reports CAS values and cas compares them.
+    #[arg(short = 'C', long = "disable-cas")]
+    pub disable_cas: bool,
+    /// memcached's -R. Accepted (more than 0) with a warning: hkv bounds the requests taken
+    /// from one connection per pass itself (docs/reliability.md).
+    #[arg(short = 'R', long = "max-reqs-per-event", value_name = "NUM")]
+    pub max_reqs_per_event: Option<u32>,
+    /// memcached's -L. Accepted with a warning: hkv does not ask for large pages.
+    #[arg(short = 'L', long = "enable-largepages")]
+    pub enable_largepages: bool,
+    /// memcached's -n. Accepted with a warning: hkv's slab classes start from its own
+    /// smallest chunk.
+    #[arg(short = 'n', long = "slab-min-size", value_name = "BYTES")]
+    pub slab_min_size: Option<u32>,
+    /// memcached's -N. Accepted with a warning: hkv does not group connections by NAPI id.
+    #[arg(short = 'N', long = "napi-ids", value_name = "NUM")]
+    pub napi_ids: Option<u32>,
     /// More logging (-v, -vv, -vvv).
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     pub verbose: u8,

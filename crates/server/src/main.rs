@@ -31,6 +31,7 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
 
+    memcached_only_flags(&cli)?;
     anyhow::ensure!(
         cli.unix_socket.is_none() || settings.udp_addr(&cli).is_none(),
         "-s turns the network off: -U / --udp-listen cannot go with it"
@@ -153,6 +154,16 @@ fn main() -> anyhow::Result<()> {
             sasl,
             authfile,
             disable_dumping: cli.disable_dumping,
+            disable_flush_all: cli.disable_flush_all,
+            backlog: cli.listen_backlog,
+            reqs_per_event: cli
+                .max_reqs_per_event
+                .map_or(hkv_net::MAX_REQUESTS_PER_CONN_PASS, |r| r as usize),
+            binding: match cli.protocol.as_deref() {
+                Some("ascii") => Some(hkv_net::Binding::Ascii),
+                Some("binary") => Some(hkv_net::Binding::Binary),
+                _ => None,
+            },
             admin_listen: cli.admin_listen,
             tls,
             notls: settings.notls.clone(),
@@ -292,4 +303,42 @@ fn sasl_users(cli: &Cli) -> anyhow::Result<Option<std::sync::Arc<hkv_net::SaslUs
     let users =
         hkv_net::SaslUsers::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     Ok(Some(std::sync::Arc::new(users)))
+}
+
+/// memcached's flags that are about the process rather than the cache: -k and -r applied,
+/// the rest accepted with a warning, so memcached's command lines start hkv unchanged.
+fn memcached_only_flags(cli: &Cli) -> anyhow::Result<()> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if cli.max_reqs_per_event == Some(0) {
+        anyhow::bail!("-R: the number of requests per event must be greater than 0");
+    }
+    if cli.lock_memory {
+        use nix::sys::mman::{mlockall, MlockAllFlags};
+        if let Err(e) = mlockall(MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE) {
+            tracing::warn!("-k: mlockall failed ({e}); memory is not locked");
+        }
+    }
+    if cli.enable_coredumps {
+        let raised = getrlimit(Resource::RLIMIT_CORE)
+            .and_then(|(_, hard)| setrlimit(Resource::RLIMIT_CORE, hard, hard));
+        if let Err(e) = raised {
+            tracing::warn!("-r: the core file limit could not be raised ({e})");
+        }
+    }
+    let ignored = [
+        (
+            cli.disable_cas,
+            "-C: CAS stays on in hkv (gets reports CAS values, cas compares them)",
+        ),
+        (cli.enable_largepages, "-L: no meaning in hkv, ignored"),
+        (
+            cli.slab_min_size.is_some(),
+            "-n: no meaning in hkv, ignored",
+        ),
+        (cli.napi_ids.is_some(), "-N: no meaning in hkv, ignored"),
+    ];
+    for (_, why) in ignored.iter().filter(|(given, _)| *given) {
+        eprintln!("hkv: {why}");
+    }
+    Ok(())
 }

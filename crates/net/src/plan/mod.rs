@@ -27,7 +27,7 @@ use text::{plan_get_keys, plan_text};
 
 /// Most requests taken from one connection in one pass, so one pipelining client cannot
 /// make a batch (and everyone's latency) arbitrarily large.
-pub(crate) const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
+pub const MAX_REQUESTS_PER_CONN_PASS: usize = 1024;
 /// Most engine requests (keys) for one connection in one pass; a longer multi-key line goes
 /// on in the next pass. Bytes are bounded by the value budgets, not by this.
 pub(crate) const MAX_KEYS_PER_CONN_PASS: usize = 256;
@@ -88,6 +88,8 @@ pub(crate) struct PassBudget {
     /// Bytes the writes planned so far in this pass may add to any value.
     pub written: usize,
     pub max_item: usize,
+    /// Requests one connection may have planned in a pass (`-R`).
+    pub reqs_per_conn: usize,
 }
 
 impl PassBudget {
@@ -113,6 +115,8 @@ pub(crate) struct InputEnd {
     /// At `pos`: a storage command whose line is this long and whose data block of this
     /// many bytes has not all arrived (net/src/stage.rs).
     pub body: Option<(usize, usize)>,
+    /// The pass left requests unread after `-R` of them (memcached's `conn_yields`).
+    pub yielded: bool,
 }
 
 /// Where one command's planning began, to take it back whole (it waits for a later pass, or
@@ -206,6 +210,7 @@ pub(crate) fn pp_plan_input<'a>(
         swallow: swallow_in,
         close: false,
         more: false,
+        yielded: false,
         binary: binary_in,
         cont: cont_in,
         scanned: 0,
@@ -260,10 +265,10 @@ pub(crate) fn pp_plan_input<'a>(
         if end.pos == buf.len() {
             break;
         }
-        if count == MAX_REQUESTS_PER_CONN_PASS
-            || batch.len() - client.keys_before >= MAX_KEYS_PER_CONN_PASS
+        if count == pass.reqs_per_conn || batch.len() - client.keys_before >= MAX_KEYS_PER_CONN_PASS
         {
             end.more = true;
+            end.yielded = true;
             break;
         }
         count += 1;
@@ -416,9 +421,14 @@ fn plan_binary<'a>(
             len,
             swallow,
             close,
+            unlink,
         } => {
             end.pos += len;
             end.swallow = swallow;
+            if let Some(key) = unlink {
+                // memcached drops the old value of a key whose new one it refused.
+                batch.push(Request::delete(key));
+            }
             steps.push(Step::Bin(BinStep::Status {
                 opcode,
                 status,

@@ -119,6 +119,7 @@ pub(crate) static GENERAL: &[Def] = defs![
     "curr_connections", Gauge, "open client connections", |s| Val::U(s.shared.stats.curr_connections.load(Ordering::Relaxed) as u64);
     "total_connections", Counter, "connections accepted", |s| s.server(|v| load(&v.total_connections));
     "rejected_connections", Counter, "connections refused at -c", |s| s.server(|v| load(&v.rejected_connections));
+    "conn_yields", Counter, "passes that left a connection's requests for the next after -R of them", |s| s.server(|v| load(&v.conn_yields));
     "idle_kicks", Counter, "connections closed by -o idle_timeout", |s| s.server(|v| load(&v.idle_kicks));
     "connection_structures", Gauge, "connection states allocated", |s| Val::U(s.shared.stats.curr_connections.load(Ordering::Relaxed) as u64);
     "cmd_get", Counter, "keys asked for by get, gets, gat, gats, mg and binary gets", |s| Val::U(s.e.get_hits + s.e.get_misses);
@@ -195,13 +196,17 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "num_threads_per_udp", Setting, "workers reading the UDP socket", |s| Val::U(s.shared.config.threads as u64);
     "stat_key_prefix", Setting, "the prefix delimiter of stats detail (fixed)", |_| Val::Str(":");
     "detail_enabled", Setting, "stats detail on|off", |s| Val::Str(if s.shared.detail.enabled() { "yes" } else { "no" });
-    "reqs_per_event", Setting, "requests taken from one connection per pass", |_| Val::U(crate::plan::MAX_REQUESTS_PER_CONN_PASS as u64);
+    "reqs_per_event", Setting, "requests taken from one connection per pass", |s| Val::U(s.shared.config.reqs_per_event as u64);
     "cas_enabled", Setting, "CAS is always on", |_| Val::Str("yes");
-    "binding_protocol", Setting, "-B: text and binary are told apart per connection", |_| Val::Str("auto-negotiate");
+    "binding_protocol", Setting, "-B: the protocol connections speak, or auto-negotiate (by the first byte)", |s| Val::Str(match s.shared.config.binding {
+        None => "auto-negotiate",
+        Some(crate::config::Binding::Ascii) => "ascii",
+        Some(crate::config::Binding::Binary) => "binary",
+    });
     "auth_enabled_sasl", Setting, "-S", |s| Val::Str(if s.shared.config.sasl.is_some() { "yes" } else { "no" });
     "auth_enabled_ascii", Setting, "-Y", |s| Val::Str(if s.shared.config.authfile.is_some() { "yes" } else { "no" });
     "item_size_max", Setting, "-I", |s| Val::U(s.shared.config.limits.max_item_size as u64);
-    "tcp_backlog", Setting, "listen backlog", |_| Val::U(1024);
+    "tcp_backlog", Setting, "-b: listen backlog", |s| Val::U(u64::try_from(s.shared.config.backlog).unwrap_or(0));
     "maxconns_fast", Setting, "connections over -c are refused at once", |_| Val::Str("yes");
     "hashpower_init", Setting, "log2 of the index slots, fixed at start", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));
     "slab_reassign", Setting, "pages move between classes", |_| Val::Str("yes");
@@ -212,7 +217,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "slab_automove", Setting, "a class without a page takes one from another (slabs automove)", |s| Val::U(u64::from(s.shared.engine.automove()));
     "slab_chunk_max", Setting, "largest chunk (one per page)", |s| Val::U(s.shared.config.page_size as u64);
     "hash_algorithm", Setting, "key hash", |_| Val::Str("xxh3");
-    "flush_enabled", Setting, "flush_all is allowed", |_| Val::Str("yes");
+    "flush_enabled", Setting, "flush_all is allowed (-F refuses it)", |s| Val::Str(if s.shared.config.disable_flush_all { "no" } else { "yes" });
     "dump_enabled", Setting, "cachedump and metadump are allowed (-X turns them off)", |s| Val::Str(if s.shared.config.disable_dumping { "no" } else { "yes" });
     "idle_timeout", Setting, "-o idle_timeout", |s| Val::U(s.shared.config.idle_timeout.map_or(0, |d| d.as_secs()));
     "read_buf_mem_limit", Setting, "--conn-buffer-mb in bytes: all connections' buffers together", |s| Val::U(s.shared.config.conn_buffer_limit as u64);

@@ -41,6 +41,7 @@ impl Worker {
             value_bound: self.shared.engine.largest_value_bound(),
             written: 0,
             max_item: l.max_item_size,
+            reqs_per_conn: self.shared.config.reqs_per_event.max(1),
         }
     }
 
@@ -336,6 +337,12 @@ impl Worker {
             c.close_after_write |= end.close;
             c.want_parse = end.more;
             c.binary = end.binary;
+            if end.yielded {
+                self.shared
+                    .stats
+                    .conn_yields
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             c.authed = plan.authed;
         }
         for (r, p) in self.udp_reqs.iter_mut().zip(udp_plans) {

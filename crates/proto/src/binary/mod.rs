@@ -117,7 +117,8 @@ pub enum BinParsed<'a> {
         len: usize,
     },
     /// Answer `status` with `opaque` (and the opcode), consume `len` bytes, then drop
-    /// `swallow` more; close the connection if `close`.
+    /// `swallow` more; close the connection if `close`. `unlink`: the key whose old value
+    /// goes too (a SET refused as too large, as memcached).
     Error {
         opcode: u8,
         status: u16,
@@ -125,6 +126,7 @@ pub enum BinParsed<'a> {
         len: usize,
         swallow: usize,
         close: bool,
+        unlink: Option<&'a [u8]>,
     },
     /// Not a request at all (bad magic): memcached closes without a reply.
     Close,
@@ -204,6 +206,7 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
         len,
         swallow,
         close,
+        unlink: None,
     };
     // Lengths that do not add up: memcached 1.6 answers "Unknown command" and closes the
     // connection (checked against a live 1.6.18 by tests/clients).
@@ -226,8 +229,25 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
         return error(status::EINVAL, HEADER_LEN, 0, true);
     }
     if value_ok && vlen > max_value {
-        // Refuse before buffering it; the body is read and dropped.
-        return error(status::E2BIG, HEADER_LEN, bodylen, false);
+        // Refuse before buffering it; the body is read and dropped. A refused SET also
+        // drops the key's old value (memcached: no stale data after a failed SET), so
+        // its key is read first.
+        if !matches!(opcode, op::SET | op::SETQ) {
+            return error(status::E2BIG, HEADER_LEN, bodylen, false);
+        }
+        let header = HEADER_LEN + extlen + keylen;
+        if buf.len() < header {
+            return BinParsed::Incomplete;
+        }
+        return BinParsed::Error {
+            opcode,
+            status: status::E2BIG,
+            opaque,
+            len: header,
+            swallow: vlen,
+            close: false,
+            unlink: Some(&buf[HEADER_LEN + extlen..header]),
+        };
     }
     // A staged value is not in the buffer: the key is followed by the next request.
     let total = match limits.body_staged {
@@ -343,14 +363,29 @@ mod tests {
                 ..
             }
         ));
-        // A value over the limit is refused before it arrives.
+        // A value over the limit is refused before it arrives; a SET's key is read first,
+        // as its old value goes too.
         let mut big = req(op::SET, &[0; 8], b"k", b"");
         big[8..12].copy_from_slice(&(9 + 1000u32).to_be_bytes());
         assert!(matches!(
             parse(&big, 100),
             BinParsed::Error {
                 status: status::E2BIG,
+                len: 33,
+                swallow: 1000,
+                unlink: Some(b"k"),
+                ..
+            }
+        ));
+        assert_eq!(parse(&big[..30], 100), BinParsed::Incomplete);
+        // Any other write keeps the old value.
+        big[1] = op::ADD;
+        assert!(matches!(
+            parse(&big, 100),
+            BinParsed::Error {
+                status: status::E2BIG,
                 swallow: 1009,
+                unlink: None,
                 ..
             }
         ));

@@ -84,9 +84,10 @@ pub enum Command<'a> {
         from: i64,
         to: i64,
     },
-    /// `slabs automove <0|1|2>`.
+    /// `slabs automove <0|1|2>`; `None`: `slabs automove ratio <r>`, taken and ignored.
     SlabsAutomove {
-        mode: u8,
+        mode: Option<u8>,
+        noreply: bool,
     },
     /// `lru_crawler metadump <all|class ids>`: `None` asks for every class.
     MetaDump {

@@ -251,7 +251,7 @@ pub(crate) fn parse<'a>(
             let vlen = tokens
                 .get(2)
                 .and_then(|t| parse_i32(t))
-                .filter(|&v| v >= 0)
+                .filter(|v| (0..=i64::from(i32::MAX) - 2).contains(v))
                 .map(|v| v as usize);
             let (Some(vlen), true) = (vlen, key.len() <= crate::MAX_KEY_LEN) else {
                 return bad_format(line_len);

@@ -149,7 +149,9 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             else {
                 return quiet_error(BAD_FORMAT, line_len, noreply);
             };
-            if !key_ok(key) || vlen < 0 {
+            // memcached adds 2 for the CRLF to an int: lengths that would overflow it are
+            // a bad format, not too large.
+            if !key_ok(key) || !(0..=i64::from(i32::MAX) - 2).contains(&vlen) {
                 return quiet_error(BAD_FORMAT, line_len, noreply);
             }
             let vlen = vlen as usize;
@@ -160,7 +162,9 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     swallow: vlen + 2,
                     noreply,
                     close: false,
-                    unlink: Some(key),
+                    // Only a SET: memcached keeps the old value when an add, replace,
+                    // append, prepend or cas is refused.
+                    unlink: (op == Op::Set).then_some(key),
                 };
             }
             let data_end = limits.data_end(line_len, vlen);
@@ -337,10 +341,23 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 (Some(from), Some(to)) => cmd(Command::SlabsReassign { from, to }),
                 _ => Parsed::error(BAD_FORMAT, line_len),
             },
-            (Some(b"automove"), 3) => match parse_u32(tokens[2]) {
-                Some(mode) if mode <= 2 => cmd(Command::SlabsAutomove { mode: mode as u8 }),
-                _ => Parsed::error(ERROR, line_len),
-            },
+            // As memcached: a level that is no number is a bad format, one out of range
+            // an ERROR; the ratio has no meaning here (hkv's automove has no ratio).
+            (Some(b"automove"), 3..) => {
+                let noreply = noreply_at(n - 1);
+                let mode = match tokens[2] {
+                    b"ratio" => match tokens.get(3).map(|t| std::str::from_utf8(t)) {
+                        Some(Ok(r)) if n >= 4 && r.parse::<f64>().is_ok() => None,
+                        _ => return Parsed::error(ERROR, line_len),
+                    },
+                    level => match parse_u32(level) {
+                        Some(mode @ 0..=2) => Some(mode as u8),
+                        Some(_) => return Parsed::error(ERROR, line_len),
+                        None => return Parsed::error(BAD_FORMAT, line_len),
+                    },
+                };
+                cmd(Command::SlabsAutomove { mode, noreply })
+            }
             _ => Parsed::error(ERROR, line_len),
         },
         b"lru_crawler" => match (tokens.get(1).copied(), tokens.get(2).copied()) {

@@ -118,7 +118,7 @@ pub fn plan_command<'a>(
         Command::MetaDump { classes } => steps.push(Step::MetaDump(classes)),
         Command::Crawler(op) => steps.push(Step::Crawler(op)),
         Command::SlabsReassign { from, to } => steps.push(Step::Reassign { from, to }),
-        Command::SlabsAutomove { mode } => steps.push(Step::Automove(mode)),
+        Command::SlabsAutomove { mode, noreply } => steps.push(Step::Automove { mode, noreply }),
         Command::Meta(m) => return crate::meta::plan_meta(m, buf, keys, batch, steps),
         Command::Vector {
             key,
