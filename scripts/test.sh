@@ -34,6 +34,8 @@ command -v saslpasswd2 >/dev/null 2>&1 || need+=(sasl2-bin)
 python3 -c 'import os, sysconfig; os.stat(os.path.join(sysconfig.get_paths()["include"], "Python.h"))' \
   >/dev/null 2>&1 || need+=(python3-dev)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+# memcached's own test suite (tests/clients/test_memcached_suite.py) runs with prove.
+command -v prove >/dev/null 2>&1 || need+=(perl)
 # memjs, the Node binary+SASL client.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)

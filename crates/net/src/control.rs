@@ -6,14 +6,17 @@ use std::sync::atomic::Ordering;
 use crate::shared::Shared;
 
 /// `flush_all [delay]` (text), FLUSH (binary).
-/// `flush_all`; false: refused (`-F`), counted all the same, as memcached counts it.
-pub(crate) fn flush_all(shared: &Shared, delay: i64, now: u32) -> bool {
-    shared.stats.cmd_flush.fetch_add(1, Ordering::Relaxed);
-    if shared.config.disable_flush_all {
-        return false;
+/// `flush_all`; false: refused (`-F`). memcached counts a refused text flush in
+/// `cmd_flush` but not a refused binary one: `count_refused` says which.
+pub(crate) fn flush_all(shared: &Shared, delay: i64, now: u32, count_refused: bool) -> bool {
+    let allowed = !shared.config.disable_flush_all;
+    if allowed || count_refused {
+        shared.stats.cmd_flush.fetch_add(1, Ordering::Relaxed);
     }
-    shared.engine.flush_all(delay, now);
-    true
+    if allowed {
+        shared.engine.flush_all(delay, now);
+    }
+    allowed
 }
 
 /// `cache_memlimit <MB>`: the new limit, or memcached's refusal below 8 MB.

@@ -14,6 +14,9 @@ pub struct ServerStats {
     pub curr_connections: AtomicUsize,
     pub total_connections: AtomicU64,
     pub rejected_connections: AtomicU64,
+    /// Writes refused as larger than -I before their data arrived (counted in
+    /// `store_too_large` with the engine's).
+    pub too_large_refused: AtomicU64,
     /// Passes that left a connection's requests for the next one after `-R` of them.
     pub conn_yields: AtomicU64,
     pub bytes_read: AtomicU64,

@@ -34,7 +34,7 @@ pub(crate) fn wr_compose(
             _ => line(out, hkv_proto::errors::ERROR),
         },
         Step::Flush { delay, noreply } => {
-            let reply = match control::flush_all(shared, delay, now) {
+            let reply = match control::flush_all(shared, delay, now, true) {
                 true => "OK",
                 false => hkv_proto::errors::admin::FLUSH_DISABLED,
             };
@@ -46,7 +46,7 @@ pub(crate) fn wr_compose(
             delay,
             opaque,
             quiet,
-        } => match control::flush_all(shared, delay, now) {
+        } => match control::flush_all(shared, delay, now, false) {
             true => hkv_proto::binary::flushed(out, opaque, quiet),
             // memcached's answer with -F, sent even for FLUSHQ.
             false => hkv_proto::binary::write_simple(

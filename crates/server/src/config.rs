@@ -11,12 +11,14 @@ use crate::values::{parse_interval, parse_listen, parse_octal, parse_size, Liste
 #[derive(Parser, Debug)]
 #[command(name = "hkv", version, about, long_about = None)]
 pub struct Cli {
-    /// TCP port to listen on (0: any free port, printed at start-up).
-    #[arg(short = 'p', long = "port")]
-    pub port: Option<u16>,
-    /// UDP port for text-protocol requests (0: off, the default, as in memcached).
-    #[arg(short = 'U', long = "udp-port")]
-    pub udp_port: Option<u16>,
+    /// TCP port to listen on (0 or -1: any free port, printed at start-up; memcached's -1).
+    /// Without -p, a -U port is the TCP port too, as in memcached.
+    #[arg(short = 'p', long = "port", allow_negative_numbers = true)]
+    pub port: Option<i32>,
+    /// UDP port for text-protocol requests (0: off, the default, as in memcached; -1: any
+    /// free port).
+    #[arg(short = 'U', long = "udp-port", allow_negative_numbers = true)]
+    pub udp_port: Option<i32>,
     /// UDP address to listen on, port 0 allowed (any free port, printed at start-up).
     #[arg(long = "udp-listen")]
     pub udp_listen: Option<SocketAddr>,
@@ -208,6 +210,8 @@ pub struct Settings {
     pub port: u16,
     /// 0: no UDP.
     pub udp_port: u16,
+    /// `-U -1`: UDP on any free port.
+    pub udp_any_port: bool,
     pub memory_mb: usize,
     pub max_connections: usize,
     pub threads: usize,
@@ -270,6 +274,7 @@ impl Default for Settings {
             listen_more: Vec::new(),
             port: 11211,
             udp_port: 0,
+            udp_any_port: false,
             memory_mb: 64,
             max_connections: 1024,
             threads: std::thread::available_parallelism().map_or(4, |n| n.get()),
@@ -313,11 +318,17 @@ impl Settings {
             }
             None => Settings::default(),
         };
-        if let Some(v) = cli.port {
-            s.port = v;
+        let port = |v: i32, flag: &str| match v {
+            -1 => Ok(0),
+            _ => u16::try_from(v).map_err(|_| anyhow::anyhow!("{flag}: {v} is no port")),
+        };
+        // memcached: -U without -p listens on that port for TCP as well.
+        if let Some(v) = cli.port.or(cli.udp_port.filter(|&u| u != 0)) {
+            s.port = port(v, "-p")?;
         }
         if let Some(v) = cli.udp_port {
-            s.udp_port = v;
+            s.udp_port = port(v, "-U")?;
+            s.udp_any_port = v == -1;
         }
         if let Some((first, more)) = cli.listen.split_first() {
             s.listen = first.ip;
@@ -566,8 +577,8 @@ impl Settings {
     }
 
     pub fn udp_addr(&self, cli: &Cli) -> Option<SocketAddr> {
-        cli.udp_listen
-            .or((self.udp_port != 0).then(|| SocketAddr::new(self.listen, self.udp_port)))
+        cli.udp_listen.or((self.udp_port != 0 || self.udp_any_port)
+            .then(|| SocketAddr::new(self.listen, self.udp_port)))
     }
 
     /// Engine partitions: one per worker thread, fewer when memory is small. Each partition

@@ -200,6 +200,9 @@ fn main() -> anyhow::Result<()> {
     }
     use std::io::Write;
     std::io::stdout().flush()?;
+    if let Some(path) = std::env::var_os("MEMCACHED_PORT_FILENAME") {
+        write_port_file(std::path::Path::new(&path), &server)?;
+    }
 
     let stopper = server.stopper();
     let certs = server.refresher();
@@ -340,5 +343,31 @@ fn memcached_only_flags(cli: &Cli) -> anyhow::Result<()> {
     for (_, why) in ignored.iter().filter(|(given, _)| *given) {
         eprintln!("hkv: {why}");
     }
+    Ok(())
+}
+
+/// memcached's `MEMCACHED_PORT_FILENAME`: the ports bound, one `TCP INET: PORT` (or
+/// `UDP`, `INET6`) line per socket, written to NAME.lck and then renamed, so a reader that
+/// waits for NAME sees them all (test harnesses and tools find ephemeral ports this way).
+fn write_port_file(path: &std::path::Path, server: &hkv_net::Server) -> anyhow::Result<()> {
+    let line = |proto: &str, a: std::net::SocketAddr| {
+        let family = if a.is_ipv4() { "INET" } else { "INET6" };
+        format!("{proto} {family}: {}\n", a.port())
+    };
+    let mut text = String::new();
+    for a in server
+        .local_addr()
+        .into_iter()
+        .chain(server.extra_addrs().iter().copied())
+    {
+        text.push_str(&line("TCP", a));
+    }
+    if let Some(a) = server.udp_addr() {
+        text.push_str(&line("UDP", a));
+    }
+    let mut lock = path.as_os_str().to_owned();
+    lock.push(".lck");
+    std::fs::write(&lock, text)?;
+    std::fs::rename(&lock, path)?;
     Ok(())
 }

@@ -117,6 +117,8 @@ pub(crate) struct InputEnd {
     pub body: Option<(usize, usize)>,
     /// The pass left requests unread after `-R` of them (memcached's `conn_yields`).
     pub yielded: bool,
+    /// Writes refused as too large while parsing (`store_too_large`).
+    pub too_large: u64,
 }
 
 /// Where one command's planning began, to take it back whole (it waits for a later pass, or
@@ -211,6 +213,7 @@ pub(crate) fn pp_plan_input<'a>(
         close: false,
         more: false,
         yielded: false,
+        too_large: 0,
         binary: binary_in,
         cont: cont_in,
         scanned: 0,
@@ -429,6 +432,7 @@ fn plan_binary<'a>(
                 // memcached drops the old value of a key whose new one it refused.
                 batch.push(Request::delete(key));
             }
+            end.too_large += u64::from(status == hkv_proto::binary::status::E2BIG);
             steps.push(Step::Bin(BinStep::Status {
                 opcode,
                 status,

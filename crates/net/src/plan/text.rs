@@ -43,6 +43,7 @@ pub(super) fn plan_text<'a>(
         } => {
             end.pos += len;
             end.swallow = swallow;
+            end.too_large += u64::from(error == hkv_proto::errors::TOO_LARGE);
             if let Some(key) = unlink {
                 // memcached drops the old value of a key whose new one it refused.
                 batch.push(Request::delete(key));

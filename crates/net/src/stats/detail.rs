@@ -68,6 +68,11 @@ impl PrefixStats {
         }
     }
 
+    /// `stats reset` forgets every prefix, as memcached's does.
+    pub fn clear(&self) {
+        self.table.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
     /// memcached's dump: one `PREFIX` line per prefix, newest first, then `END`.
     pub fn dump(&self) -> Vec<u8> {
         let table = self.table.lock().unwrap_or_else(|e| e.into_inner());
@@ -113,5 +118,16 @@ mod tests {
             .collect();
         s.record(keys.iter().map(|k| (&k[..], Event::Set)));
         assert_eq!(s.table.lock().unwrap().len(), MAX_PREFIXES);
+    }
+
+    #[test]
+    fn regression_stats_reset_clears_the_prefix_stats() {
+        // Found by memcached's t/stats-detail.t: after `stats reset` the dump is empty.
+        let s = PrefixStats::default();
+        s.record([(&b"foo:1"[..], Event::Set)].into_iter());
+        s.clear();
+        assert_eq!(s.dump(), b"END\r\n");
+        s.record([(&b"foo:1"[..], Event::Get { hit: true })].into_iter());
+        assert_eq!(s.dump(), b"PREFIX foo get 1 hit 1 set 0 del 0\r\nEND\r\n");
     }
 }

@@ -142,7 +142,7 @@ pub(crate) static GENERAL: &[Def] = defs![
     "cas_badval", Counter, "cas refused for a changed CAS", |s| Val::U(s.e.cas_badval);
     "touch_hits", Counter, "touches that found the item", |s| Val::U(s.e.touch_hits);
     "touch_misses", Counter, "touches of missing keys", |s| Val::U(s.e.touch_misses);
-    "store_too_large", Counter, "writes refused as larger than -I", |s| Val::U(s.e.too_large);
+    "store_too_large", Counter, "writes refused as larger than -I", |s| Val::U(s.e.too_large + load(&s.shared.stats.too_large_refused));
     "store_no_memory", Counter, "writes refused for want of memory", |s| Val::U(s.st.out_of_memory);
     "auth_cmds", Counter, "SASL commands", |s| s.server(|v| load(&v.auth_cmds));
     "auth_errors", Counter, "failed SASL commands", |s| s.server(|v| load(&v.auth_errors));

@@ -142,6 +142,7 @@ pub(crate) fn stats_reply(
 
 /// `stats reset`: counters start again from zero (gauges and settings are left alone).
 fn reset(shared: &Shared, now: u32) {
+    shared.detail.clear();
     let mut at = HashMap::new();
     {
         let s = snap(shared, now);

@@ -337,6 +337,13 @@ impl Worker {
             c.close_after_write |= end.close;
             c.want_parse = end.more;
             c.binary = end.binary;
+            if end.too_large > 0 {
+                let n = end.too_large;
+                self.shared
+                    .stats
+                    .too_large_refused
+                    .fetch_add(n, Ordering::Relaxed);
+            }
             if end.yielded {
                 self.shared
                     .stats

@@ -69,7 +69,8 @@ pub(super) fn conn_event(watch: &Watch, fd: i32, peer: &str, close: Option<&str>
                 let ip = ip.trim_start_matches('[').trim_end_matches(']');
                 let _ = write!(l, "rip={ip} rport={port} transport=tcp");
             }
-            None => l.push_str("transport=local"),
+            // memcached names a Unix socket's peer "unix", port 0.
+            None => l.push_str("rip=unix rport=0 transport=local"),
         }
         if let Some(reason) = close {
             let _ = write!(l, " reason={reason}");
@@ -191,7 +192,7 @@ mod tests {
             [
                 "conn_new rip=127.0.0.1 rport=39444 transport=tcp cfd=25",
                 "conn_close rip=127.0.0.1 rport=39444 transport=tcp reason=normal cfd=25",
-                "conn_new transport=local cfd=26",
+                "conn_new rip=unix rport=0 transport=local cfd=26",
             ]
         );
     }
