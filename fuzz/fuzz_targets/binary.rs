@@ -44,9 +44,19 @@ fuzz_target!(|data: &[u8]| {
                 len,
                 swallow,
                 close,
+                unlink,
                 ..
             } => {
-                assert_eq!(len, HEADER_LEN);
+                // A refused SET's key is read (its old value goes): the header's lengths say
+                // how far, and the key lies within what was read.
+                match unlink {
+                    Some(key) => {
+                        assert!(len > HEADER_LEN && len <= buf.len());
+                        assert!(!key.is_empty() && key.len() <= 250);
+                        assert!(matches!(buf[1], 0x01 | 0x11), "only SET and SETQ drop the old value");
+                    }
+                    None => assert_eq!(len, HEADER_LEN),
+                }
                 if close {
                     break;
                 }

@@ -11,7 +11,7 @@ NOT_REPORTED = {
     "": {
         "libevent", "response_obj_oom", "response_obj_count", "response_obj_bytes",
         "read_buf_count", "read_buf_bytes", "read_buf_bytes_free", "read_buf_oom", "reserved_fds",
-        "time_in_listen_disabled_us", "conn_yields", "slab_reassign_rescues",
+        "time_in_listen_disabled_us", "slab_reassign_rescues",
         "slab_reassign_chunk_rescues", "slab_reassign_evictions_nomem", "slab_reassign_inline_reclaim",
         "slab_reassign_busy_deletes",
         "lru_maintainer_juggles", "malloc_fails", "log_worker_dropped", "log_worker_written",
