@@ -69,8 +69,10 @@ pub(super) fn plan_text<'a>(
                     return barrier || end.close;
                 }
             };
-            // The parser refuses a get without keys.
+            // Only `gat <exptime>` comes without keys (the parser refuses a keyless get):
+            // memcached answers it with an empty END.
             let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+                steps.push(Step::Text("END"));
                 return false;
             };
             end.pos = off(first);

@@ -103,8 +103,9 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             })
         }
         b"gat" | b"gats" => {
-            // memcached: `gat <exptime>` without a key is not a command at all.
-            if n < 3 {
+            // memcached 1.6.18: `gat` alone is not a command; `gat <exptime>` without a key
+            // checks the exptime and answers an empty `END`.
+            if n < 2 {
                 return Parsed::error(ERROR, line_len);
             }
             let Some(exptime) = parse_i32(tokens[1]) else {
