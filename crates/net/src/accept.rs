@@ -59,25 +59,9 @@ impl Dispatch {
     /// Counts the connection and gives it to the next live worker, or refuses it at `-c`.
     fn hand_over(&self, mut stream: Stream, peer: &str) {
         let shared = &self.shared;
-        let curr = shared.stats.curr_connections.load(Ordering::Relaxed);
-        if curr >= shared.config.max_connections {
-            // memcached's answer at its connection limit.
-            use std::io::Write;
-            let _ = stream.write(b"ERROR Too many open connections\r\n");
-            shared
-                .stats
-                .rejected_connections
-                .fetch_add(1, Ordering::Relaxed);
+        if !admit(shared, &mut stream) {
             return;
         }
-        shared
-            .stats
-            .curr_connections
-            .fetch_add(1, Ordering::Relaxed);
-        shared
-            .stats
-            .total_connections
-            .fetch_add(1, Ordering::Relaxed);
         let first = self.next.fetch_add(1, Ordering::Relaxed);
         let mut stream = Some(stream);
         // A worker that died (a panic) has dropped its receiver: its turn goes to the next
@@ -101,14 +85,45 @@ impl Dispatch {
         shared.stop_all();
     }
 
-    /// An accept that failed for want of descriptors or memory (`listen_disabled_num`).
     fn note_starved(&self, e: &std::io::Error) {
-        tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
-        self.shared
-            .stats
-            .listen_disabled_num
-            .fetch_add(1, Ordering::Relaxed);
+        note_starved(&self.shared, e);
     }
+}
+
+/// Counts a new connection, or refuses it at `-c` with memcached's answer there. Workers
+/// accepting on their own sockets call this at once, so the count is taken atomically.
+pub(crate) fn admit(shared: &Shared, stream: &mut Stream) -> bool {
+    let max = shared.config.max_connections;
+    let counted = shared
+        .stats
+        .curr_connections
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+            (c < max).then_some(c + 1)
+        })
+        .is_ok();
+    if !counted {
+        use std::io::Write;
+        let _ = stream.write(b"ERROR Too many open connections\r\n");
+        shared
+            .stats
+            .rejected_connections
+            .fetch_add(1, Ordering::Relaxed);
+        return false;
+    }
+    shared
+        .stats
+        .total_connections
+        .fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// An accept that failed for want of descriptors or memory (`listen_disabled_num`).
+pub(crate) fn note_starved(shared: &Shared, e: &std::io::Error) {
+    tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
+    shared
+        .stats
+        .listen_disabled_num
+        .fetch_add(1, Ordering::Relaxed);
 }
 
 fn accept_epoll(mut poll: Poll, mut listeners: Vec<Listener>, d: &Dispatch) {

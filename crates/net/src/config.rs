@@ -68,6 +68,8 @@ pub struct NetConfig {
     pub hot_epoch: std::time::Duration,
     /// `--io`: which event loop the workers run (docs/network.md).
     pub io: IoMode,
+    /// `--accept`: who takes new TCP connections (docs/network.md).
+    pub accept: AcceptMode,
     /// `--busy-poll-us`: the longest a worker polls without sleeping once it runs out of
     /// work (adaptive below that; zero: never).
     pub busy_poll: std::time::Duration,
@@ -101,6 +103,35 @@ impl std::str::FromStr for IoMode {
             "epoll" => Ok(IoMode::Epoll),
             other => Err(format!(
                 "unknown event loop {other:?}: uring, epoll or auto"
+            )),
+        }
+    }
+}
+
+/// Who accepts new TCP connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AcceptMode {
+    /// Every worker on its own listening socket where the kernel allows it, else the
+    /// acceptor thread.
+    #[default]
+    Auto,
+    /// Every worker accepts for itself on its own socket of the address (SO_REUSEPORT):
+    /// no thread hands connections over; or refuse to start.
+    Workers,
+    /// One acceptor thread takes every connection and hands it to a worker in turn
+    /// (memcached's dispatcher).
+    Acceptor,
+}
+
+impl std::str::FromStr for AcceptMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<AcceptMode, String> {
+        match s {
+            "auto" => Ok(AcceptMode::Auto),
+            "workers" => Ok(AcceptMode::Workers),
+            "acceptor" => Ok(AcceptMode::Acceptor),
+            other => Err(format!(
+                "unknown accept mode {other:?}: workers, acceptor or auto"
             )),
         }
     }
@@ -147,6 +178,7 @@ impl Default for NetConfig {
             hot: None,
             hot_epoch: std::time::Duration::from_secs(1),
             io: IoMode::Auto,
+            accept: AcceptMode::Auto,
             busy_poll: std::time::Duration::ZERO,
         }
     }

@@ -7,6 +7,7 @@
 
 mod accept;
 mod admin;
+mod bind;
 mod clock;
 mod config;
 mod conn;
@@ -34,11 +35,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use hkv_engine::SharedEngine;
-use mio::net::TcpListener;
 use mio::{Poll, Token, Waker};
-use stream::Listener;
 
-pub use config::{Binding, IoMode, NetConfig};
+pub use config::{AcceptMode, Binding, IoMode, NetConfig};
 pub use counters::ServerStats;
 pub use hot::Router;
 pub use sasl::{AuthFile, SaslUsers};
@@ -91,36 +90,16 @@ impl Server {
         bound: impl FnOnce() -> std::io::Result<()>,
     ) -> Result<Server, NetError> {
         ensure_file_limit(config.max_connections, config.threads)?;
-        let mut listeners = Vec::new();
-        let mut addrs = Vec::new();
-        match &config.unix_socket {
-            // memcached's -s: a Unix socket and no network at all.
-            Some(path) => listeners.push(Listener::Unix(bind_unix(path, config.unix_mask)?)),
-            None => {
-                let first = TcpListener::bind(config.listen)
-                    .map_err(|e| NetError::Bind(config.listen, e))?;
-                let port = first.local_addr()?.port();
-                addrs.push(first.local_addr()?);
-                listeners.push(Listener::Tcp(first, config.tls_for(config.listen)));
-                for &a in &config.extra_listen {
-                    // Port 0 on the first address picked a port: the others take it too.
-                    let a = if a.port() == 0 {
-                        SocketAddr::new(a.ip(), port)
-                    } else {
-                        a
-                    };
-                    let l = TcpListener::bind(a).map_err(|e| NetError::Bind(a, e))?;
-                    addrs.push(l.local_addr()?);
-                    listeners.push(Listener::Tcp(l, config.tls_for(a)));
-                }
-            }
-        }
-        for l in &listeners {
-            l.set_backlog(config.backlog)?;
-        }
+        let sockets = bind::listeners(&config)?;
+        let described = sockets.describe();
+        let bind::Bound {
+            acceptor: listeners,
+            per_worker,
+            addrs,
+        } = sockets;
         let addr = addrs.first().copied();
         let extra_addrs = addrs.get(1..).unwrap_or_default().to_vec();
-        let mut udp = udp_sockets(&config)?;
+        let mut udp = bind::udp_sockets(&config)?;
         let udp_addr = udp.first().map(|u| u.local_addr()).transpose()?;
         udp.reverse();
         let admin = config
@@ -143,13 +122,15 @@ impl Server {
             wakers: std::sync::OnceLock::new(),
             started: std::time::Instant::now(),
             conns: Default::default(),
-            listeners: listeners.iter().map(Listener::describe).collect(),
+            listeners: described,
+            accept_workers: per_worker.iter().any(|l| !l.is_empty()),
             detail: Default::default(),
             loops_ready: AtomicUsize::new(0),
         });
         let mut handles = Vec::new();
         let mut wakers = Vec::new();
         let mut senders = Vec::new();
+        let mut per_worker = per_worker.into_iter();
         for id in 0..threads {
             let poll = Poll::new()?;
             let waker = Arc::new(Waker::new(poll.registry(), worker::WAKE)?);
@@ -161,7 +142,10 @@ impl Server {
                 rx,
                 Arc::clone(&shared),
                 Arc::clone(&waker),
-                udp.pop(),
+                worker::OwnSockets {
+                    udp: udp.pop(),
+                    listeners: per_worker.next().unwrap_or_default(),
+                },
                 io,
             )?;
             let wshared = Arc::clone(&shared);
@@ -173,18 +157,21 @@ impl Server {
             senders.push((tx, Arc::clone(&waker)));
             wakers.push(waker);
         }
-        let poll = Poll::new()?;
-        let accept_waker = Arc::new(Waker::new(poll.registry(), ACCEPT_WAKE)?);
-        wakers.push(Arc::clone(&accept_waker));
+        // Workers on their own listening sockets need no acceptor thread.
+        if !listeners.is_empty() {
+            let poll = Poll::new()?;
+            let accept_waker = Arc::new(Waker::new(poll.registry(), ACCEPT_WAKE)?);
+            wakers.push(Arc::clone(&accept_waker));
+            let acc_shared = Arc::clone(&shared);
+            handles.push(
+                std::thread::Builder::new()
+                    .name("hkv-accept".into())
+                    .spawn(move || {
+                        accept::run(poll, listeners, senders, acc_shared, io == IoMode::Uring)
+                    })?,
+            );
+        }
         let _ = shared.wakers.set(wakers.clone());
-        let acc_shared = Arc::clone(&shared);
-        handles.push(
-            std::thread::Builder::new()
-                .name("hkv-accept".into())
-                .spawn(move || {
-                    accept::run(poll, listeners, senders, acc_shared, io == IoMode::Uring)
-                })?,
-        );
         if let Some(a) = admin {
             let ashared = Arc::clone(&shared);
             handles.push(
@@ -333,42 +320,6 @@ fn choose_loop(asked: IoMode) -> Result<IoMode, NetError> {
     Ok(chosen)
 }
 
-fn udp_sockets(config: &NetConfig) -> Result<Vec<mio::net::UdpSocket>, NetError> {
-    let Some(addr) = config.udp_listen else {
-        return Ok(Vec::new());
-    };
-    let bind_err = |e: std::io::Error| NetError::Bind(addr, e);
-    let first = reuseport_udp(addr).map_err(bind_err)?;
-    // Port 0 picked a port: the other workers' sockets take the same one.
-    let addr = first.local_addr()?;
-    let mut v = vec![first];
-    for _ in 1..config.threads.max(1) {
-        v.push(reuseport_udp(addr).map_err(bind_err)?);
-    }
-    Ok(v)
-}
-
-/// A UDP socket per worker on the same address (SO_REUSEPORT): the kernel spreads
-/// datagrams over the workers by source address, so one client's requests all reach the
-/// same worker and stay in order, and every worker takes UDP load.
-fn reuseport_udp(addr: SocketAddr) -> std::io::Result<mio::net::UdpSocket> {
-    use rustix::net::{AddressFamily, SocketFlags, SocketType};
-    let family = if addr.is_ipv4() {
-        AddressFamily::INET
-    } else {
-        AddressFamily::INET6
-    };
-    let fd = rustix::net::socket_with(
-        family,
-        SocketType::DGRAM,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )?;
-    rustix::net::sockopt::set_socket_reuseport(&fd, true)?;
-    rustix::net::bind(&fd, &addr)?;
-    Ok(mio::net::UdpSocket::from_std(std::net::UdpSocket::from(fd)))
-}
-
 /// Raises the open-file limit to what `-c` connections need, as memcached does, or refuses
 /// to start: past it, accept fails with EMFILE while the server believes it has room.
 fn ensure_file_limit(conns: usize, threads: usize) -> Result<(), NetError> {
@@ -410,24 +361,6 @@ fn run_isolated(id: usize, w: worker::Worker, shared: &Shared) {
             "worker panicked; its connections were closed, the others keep serving"
         );
     }
-}
-
-/// Binds memcached's `-s` socket: a stale socket file left by an earlier run is removed
-/// (anything else at the path is an error), and the socket gets the `-a` permissions.
-fn bind_unix(path: &std::path::Path, mask: u32) -> Result<mio::net::UnixListener, NetError> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    let err = |error| NetError::BindUnix {
-        path: path.display().to_string(),
-        error,
-    };
-    if let Ok(md) = std::fs::symlink_metadata(path) {
-        if md.file_type().is_socket() {
-            std::fs::remove_file(path).map_err(err)?;
-        }
-    }
-    let l = mio::net::UnixListener::bind(path).map_err(err)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mask)).map_err(err)?;
-    Ok(l)
 }
 
 /// The router's background training (docs/hotcold.md): one epoch every `hot_epoch`.

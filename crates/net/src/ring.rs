@@ -26,7 +26,7 @@ const ENTRIES: u32 = 1024;
 /// Longest a ring being dropped waits for the kernel to finish with its buffers.
 const DROP_WAIT: Duration = Duration::from_secs(1);
 
-/// What a completion belongs to: the low two bits of its `user_data`.
+/// What a completion belongs to: the low three bits of its `user_data`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Op {
     Recv = 0,
@@ -34,22 +34,28 @@ pub(crate) enum Op {
     /// Readiness of the worker's epoll (waker, UDP, TLS connections).
     Poll = 2,
     Cancel = 3,
+    /// A multishot accept on the worker's own listening socket; the token is its index.
+    Accept = 4,
 }
 
 /// `user_data` of an operation on connection `token` in its incarnation `gen` (slab tokens
 /// are reused; a late completion for a closed connection must not reach the next one).
 pub(crate) fn user_data(op: Op, token: usize, gen: u32) -> u64 {
-    (u64::from(gen) << 32) | (((token as u64) & 0x3fff_ffff) << 2) | op as u64
+    (u64::from(gen) << 32) | (((token as u64) & TOKEN_MASK) << 3) | op as u64
 }
 
+/// Connection tokens are slab keys, far below this.
+const TOKEN_MASK: u64 = 0x1fff_ffff;
+
 pub(crate) fn decode(ud: u64) -> (Op, usize, u32) {
-    let op = match ud & 3 {
+    let op = match ud & 7 {
         0 => Op::Recv,
         1 => Op::Send,
         2 => Op::Poll,
+        4 => Op::Accept,
         _ => Op::Cancel,
     };
-    (op, ((ud >> 2) & 0x3fff_ffff) as usize, (ud >> 32) as u32)
+    (op, ((ud >> 3) & TOKEN_MASK) as usize, (ud >> 32) as u32)
 }
 
 /// A completion, copied out of the completion queue.
@@ -230,6 +236,16 @@ impl Ring {
         let e = opcode::AsyncCancel2::new(CancelBuilder::user_data(ud))
             .build()
             .user_data(user_data(Op::Cancel, 0, 0));
+        self.push(e);
+    }
+
+    /// Accepts every connection on the listening socket `fd`, one completion each, until
+    /// the kernel ends it (the last completion has no `more`) or it is cancelled.
+    pub fn arm_accept(&mut self, fd: RawFd, ud: u64) {
+        let e = opcode::AcceptMulti::new(types::Fd(fd))
+            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+            .build()
+            .user_data(ud);
         self.push(e);
     }
 
@@ -467,8 +483,9 @@ mod tests {
         for (op, token, gen) in [
             (Op::Recv, 0, 0),
             (Op::Send, 12345, 7),
-            (Op::Poll, 0x3fff_ffff, u32::MAX),
+            (Op::Poll, 0x1fff_ffff, u32::MAX),
             (Op::Cancel, 1, 1),
+            (Op::Accept, 63, 0),
         ] {
             assert_eq!(decode(user_data(op, token, gen)), (op, token, gen));
         }

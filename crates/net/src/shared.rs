@@ -26,6 +26,8 @@ pub(crate) struct Shared {
     /// `stats conns`: the client connections, and the listening sockets (fd, address).
     pub conns: crate::stats::conns::ConnRegistry,
     pub listeners: Vec<(i32, String)>,
+    /// Workers accept TCP connections on their own sockets (`--accept`, as it turned out).
+    pub accept_workers: bool,
     /// `stats detail`.
     pub detail: crate::stats::detail::PrefixStats,
     /// Workers whose event loop is set up (the server is ready when all are).

@@ -11,7 +11,6 @@ use hkv_engine::{Responses, Scratch};
 use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
-use crate::clock::unix_now;
 use crate::conn::Conn;
 use crate::counters::TaskTimes;
 use crate::plan::ReadMark;
@@ -21,6 +20,7 @@ use hkv_proto::step::Step;
 mod datagrams;
 mod express;
 mod io;
+mod listen;
 mod probe;
 mod process;
 mod spin;
@@ -82,6 +82,11 @@ pub(crate) struct Worker {
     completions: Vec<crate::ring::Completion>,
     /// Incarnation numbers for connections on the ring.
     next_gen: u32,
+    /// This worker's own listening sockets (`--accept workers`; empty: the acceptor thread
+    /// hands connections over).
+    listeners: Vec<crate::stream::Listener>,
+    /// Accepting paused for want of descriptors resumes then.
+    accept_retry: Option<Instant>,
 }
 
 impl Drop for Worker {
@@ -114,6 +119,13 @@ impl Drop for Worker {
     }
 }
 
+/// The sockets a worker serves by itself: its UDP socket, and its own listening sockets
+/// (`--accept workers`).
+pub(crate) struct OwnSockets {
+    pub udp: Option<mio::net::UdpSocket>,
+    pub listeners: Vec<crate::stream::Listener>,
+}
+
 impl Worker {
     pub fn new(
         id: usize,
@@ -121,9 +133,14 @@ impl Worker {
         incoming: Receiver<Stream>,
         shared: Arc<Shared>,
         waker: Arc<Waker>,
-        mut udp: Option<mio::net::UdpSocket>,
+        own: OwnSockets,
         io: crate::IoMode,
     ) -> std::io::Result<Worker> {
+        let OwnSockets {
+            mut udp,
+            mut listeners,
+        } = own;
+        listeners.truncate(listen::MAX_LISTENERS);
         if let Some(u) = udp.as_mut() {
             poll.registry().register(u, UDP, Interest::READABLE)?;
         }
@@ -152,6 +169,8 @@ impl Worker {
             completions: Vec::new(),
             watchers: 0,
             next_gen: 0,
+            listeners,
+            accept_retry: None,
         })
     }
 
@@ -162,6 +181,7 @@ impl Worker {
             tracing::debug!(error = %e, "could not lower the timer slack");
         }
         self.start_ring();
+        self.start_listening();
         self.shared.loops_ready.fetch_add(1, Ordering::Release);
         let mut events = Events::with_capacity(1024);
         let mut ready: Vec<usize> = Vec::new();
@@ -201,6 +221,9 @@ impl Worker {
                     last_probe = Instant::now();
                     self.probe_quiet(&mut pending);
                 }
+            }
+            if let Some(left) = self.accept_backoff(&mut pending) {
+                timeout = Some(timeout.unwrap_or(left).min(left));
             }
             if pending.is_empty()
                 && timeout != Some(Duration::ZERO)
@@ -320,6 +343,7 @@ impl Worker {
     /// so a restart loses no request a client believes it made. Bounded by [`DRAIN_LIMIT`]
     /// (a client that does not read its replies cannot hold the exit up).
     fn drain(&mut self) {
+        self.stop_listening();
         let deadline = Instant::now() + DRAIN_LIMIT;
         // The first pass reads every connection: a readiness event may have arrived with the
         // stop and never been handled.
@@ -390,53 +414,11 @@ impl Worker {
                 self.accept_new(ready);
             } else if ev.token() == UDP {
                 self.udp_ready = true;
+            } else if let Some(i) = listen::listener_of(ev.token()) {
+                self.accept_ready(i, ready);
             } else {
                 ready.push(ev.token().0);
             }
-        }
-    }
-
-    fn accept_new(&mut self, ready: &mut Vec<usize>) {
-        while let Ok(stream) = self.incoming.try_recv() {
-            let token = self.conns.vacant_key();
-            let (fd, addr, listen) = stream.describe();
-            watch::conn_event(self.shared.engine.watch(), fd, &addr, None);
-            let mut conn = Conn::new(stream);
-            // -B: the protocol is fixed, not read from the first byte.
-            conn.binary = self
-                .shared
-                .config
-                .binding
-                .map(|b| b == crate::config::Binding::Binary);
-            conn.peer.clone_from(&addr);
-            conn.fd = fd;
-            conn.registered = Some(
-                self.shared
-                    .conns
-                    .add(fd, addr, listen, u64::from(unix_now())),
-            );
-            let registered = if self.ring.is_some() && conn.stream.completion_fd().is_some() {
-                self.ring_adopt(&mut conn)
-            } else {
-                self.poll
-                    .registry()
-                    .register(&mut conn.stream, Token(token), Interest::READABLE)
-            };
-            if registered.is_err() {
-                if let Some((key, _)) = conn.registered.take() {
-                    self.shared.conns.remove(key);
-                }
-                self.shared
-                    .stats
-                    .curr_connections
-                    .fetch_sub(1, Ordering::Relaxed);
-                continue;
-            }
-            let inserted = self.conns.insert(conn);
-            debug_assert_eq!(inserted, token);
-            // Data may already be waiting; edge-triggered readiness would not tell us (on
-            // io_uring this arms the first receive).
-            ready.push(token);
         }
     }
 

@@ -1,5 +1,6 @@
 //! `hkv`: the server.
 
+mod cli;
 mod config;
 mod values;
 
@@ -8,7 +9,8 @@ use hkv_engine::{EngineConfig, SharedEngine};
 use hkv_net::{NetConfig, Server};
 use hkv_proto::text::Limits;
 
-use config::{Cli, Settings};
+use cli::Cli;
+use config::Settings;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -175,6 +177,7 @@ fn main() -> anyhow::Result<()> {
             }),
             hot_epoch: std::time::Duration::from_millis(settings.hot_epoch_ms),
             io: settings.io.parse().map_err(anyhow::Error::msg)?,
+            accept: settings.accept.parse().map_err(anyhow::Error::msg)?,
             busy_poll: std::time::Duration::from_micros(settings.busy_poll_us),
             ..NetConfig::default()
         },

@@ -206,6 +206,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "auth_enabled_sasl", Setting, "-S", |s| Val::Str(if s.shared.config.sasl.is_some() { "yes" } else { "no" });
     "auth_enabled_ascii", Setting, "-Y", |s| Val::Str(if s.shared.config.authfile.is_some() { "yes" } else { "no" });
     "item_size_max", Setting, "-I", |s| Val::U(s.shared.config.limits.max_item_size as u64);
+    "accept_mode", Setting, "--accept: workers (each worker accepts on its own SO_REUSEPORT socket) or acceptor (one thread hands connections over)", |s| Val::Str(if s.shared.accept_workers { "workers" } else { "acceptor" });
     "tcp_backlog", Setting, "-b: listen backlog", |s| Val::U(u64::try_from(s.shared.config.backlog).unwrap_or(0));
     "maxconns_fast", Setting, "connections over -c are refused at once", |_| Val::Str("yes");
     "hashpower_init", Setting, "log2 of the index slots, fixed at start", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));

@@ -1,0 +1,217 @@
+//! A worker accepting on its own listening sockets (`--accept workers`, docs/network.md):
+//! one socket per address in an SO_REUSEPORT group, so the kernel spreads new connections
+//! over the workers and none is handed from one thread to another. On io_uring each socket
+//! keeps a multishot accept armed on the worker's ring (a new connection is a completion in
+//! the same wait as its first bytes); on epoll it is drained on readiness.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use std::sync::atomic::Ordering;
+
+use mio::{Interest, Token};
+
+use crate::clock::unix_now;
+use crate::conn::Conn;
+use crate::ring::{user_data, Completion, Op};
+use crate::stream::Stream;
+
+use super::{watch, Worker};
+
+/// Tokens of a worker's listening sockets on epoll: `LISTEN_BASE - i` for the `i`th
+/// (below them: UDP and the waker; connections' slab keys never come near).
+pub(super) const LISTEN_BASE: usize = usize::MAX - 2;
+/// The most listening sockets a worker has (one per `-l` address).
+pub(super) const MAX_LISTENERS: usize = 64;
+/// How long accepting pauses after the process ran out of descriptors (EMFILE and
+/// friends), when some may have been closed again.
+const BACKOFF: Duration = Duration::from_millis(10);
+
+/// The listener a token names, if it names one.
+pub(super) fn listener_of(token: Token) -> Option<usize> {
+    let i = LISTEN_BASE.checked_sub(token.0)?;
+    (i < MAX_LISTENERS).then_some(i)
+}
+
+impl Worker {
+    /// Starts accepting, once the loop is known (after the ring was or was not made).
+    pub(super) fn start_listening(&mut self) {
+        if self.ring.is_some() {
+            for i in 0..self.listeners.len() {
+                self.arm_accept(i);
+            }
+            self.shared
+                .stats
+                .uring_listeners
+                .fetch_add(self.listeners.len(), Ordering::Relaxed);
+            return;
+        }
+        for (i, l) in self.listeners.iter_mut().enumerate() {
+            if let Err(e) =
+                self.poll
+                    .registry()
+                    .register(l, Token(LISTEN_BASE - i), Interest::READABLE)
+            {
+                tracing::error!(worker = self.id, error = %e, "cannot watch a listening socket");
+            }
+        }
+    }
+
+    fn arm_accept(&mut self, i: usize) {
+        let (Some(ring), Some(l)) = (self.ring.as_mut(), self.listeners.get(i)) else {
+            return;
+        };
+        ring.arm_accept(l.raw_fd(), user_data(Op::Accept, i, 0));
+    }
+
+    /// epoll: takes every connection waiting on listener `i`.
+    pub(super) fn accept_ready(&mut self, i: usize, ready: &mut Vec<usize>) {
+        loop {
+            let Some(l) = self.listeners.get(i) else {
+                return;
+            };
+            match l.accept() {
+                Ok((stream, _peer)) => self.admit(stream, ready),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Edge-triggered: the connection still queued brings no new event.
+                    self.starved(&e);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// io_uring: a multishot accept's completion.
+    pub(super) fn on_accept(&mut self, c: &Completion, ready: &mut Vec<usize>) {
+        let i = c.token;
+        if c.result >= 0 {
+            // SAFETY: a successful accept's result is a new descriptor nothing else owns.
+            let fd = unsafe { OwnedFd::from_raw_fd(c.result) };
+            // Stopping: the socket is closed, and so is what it still brought in.
+            if let Some(l) = self.listeners.get(i) {
+                match l.adopt(fd) {
+                    Ok((stream, _peer)) => self.admit(stream, ready),
+                    Err(e) => tracing::debug!(error = %e, "accepted connection lost"),
+                }
+            }
+        } else {
+            match -c.result {
+                libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
+                    let e = std::io::Error::from_raw_os_error(-c.result);
+                    if c.more {
+                        crate::accept::note_starved(&self.shared, &e);
+                    } else {
+                        self.starved(&e);
+                    }
+                    return;
+                }
+                // Cancelled as the worker stops.
+                libc::ECANCELED => return,
+                // A connection reset before it was taken, and the like.
+                e => tracing::debug!(error = e, "accept failed"),
+            }
+        }
+        if !c.more {
+            self.arm_accept(i);
+        }
+    }
+
+    /// Counts a new connection against `-c` and takes it on, or refuses it there.
+    fn admit(&mut self, mut stream: Stream, ready: &mut Vec<usize>) {
+        if crate::accept::admit(&self.shared, &mut stream) {
+            self.adopt(stream, ready);
+        }
+    }
+
+    /// Out of descriptors or memory (`listen_disabled_num`): accepting resumes after
+    /// [`BACKOFF`], when some may have been closed.
+    fn starved(&mut self, e: &std::io::Error) {
+        crate::accept::note_starved(&self.shared, e);
+        self.accept_retry = Some(Instant::now() + BACKOFF);
+    }
+
+    /// The longest the loop may sleep before accepting resumes after [`BACKOFF`]; resumes
+    /// it when that time has come.
+    pub(super) fn accept_backoff(&mut self, ready: &mut Vec<usize>) -> Option<Duration> {
+        let at = self.accept_retry?;
+        let now = Instant::now();
+        if now < at {
+            return Some(at - now);
+        }
+        self.accept_retry = None;
+        for i in 0..self.listeners.len() {
+            if self.ring.is_some() {
+                self.arm_accept(i);
+            } else {
+                self.accept_ready(i, ready);
+            }
+        }
+        None
+    }
+
+    /// Stopping: no new connections. The sockets close (the kernel sends what they still
+    /// queue to the other workers' sockets, or resets it when none is left); on io_uring
+    /// the armed accepts are cancelled first, and what they still bring is closed.
+    pub(super) fn stop_listening(&mut self) {
+        if let Some(ring) = self.ring.as_mut() {
+            for i in 0..self.listeners.len() {
+                ring.cancel(user_data(Op::Accept, i, 0));
+            }
+        }
+        self.listeners.clear();
+        self.accept_retry = None;
+    }
+
+    /// Connections the acceptor thread handed over.
+    pub(super) fn accept_new(&mut self, ready: &mut Vec<usize>) {
+        while let Ok(stream) = self.incoming.try_recv() {
+            self.adopt(stream, ready);
+        }
+    }
+
+    /// Takes on a connection counted against `-c`: registered for `stats conns` and
+    /// watchers, and put on the loop (its first read comes with the next pass).
+    fn adopt(&mut self, stream: Stream, ready: &mut Vec<usize>) {
+        let token = self.conns.vacant_key();
+        let (fd, addr, listen) = stream.describe();
+        watch::conn_event(self.shared.engine.watch(), fd, &addr, None);
+        let mut conn = Conn::new(stream);
+        // -B: the protocol is fixed, not read from the first byte.
+        conn.binary = self
+            .shared
+            .config
+            .binding
+            .map(|b| b == crate::config::Binding::Binary);
+        conn.peer.clone_from(&addr);
+        conn.fd = fd;
+        conn.registered = Some(
+            self.shared
+                .conns
+                .add(fd, addr, listen, u64::from(unix_now())),
+        );
+        let registered = if self.ring.is_some() && conn.stream.completion_fd().is_some() {
+            self.ring_adopt(&mut conn)
+        } else {
+            self.poll
+                .registry()
+                .register(&mut conn.stream, Token(token), Interest::READABLE)
+        };
+        if registered.is_err() {
+            if let Some((key, _)) = conn.registered.take() {
+                self.shared.conns.remove(key);
+            }
+            self.shared
+                .stats
+                .curr_connections
+                .fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        let inserted = self.conns.insert(conn);
+        debug_assert_eq!(inserted, token);
+        // Data may already be waiting; edge-triggered readiness would not tell us (on
+        // io_uring this arms the first receive).
+        ready.push(token);
+    }
+}

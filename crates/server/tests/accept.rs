@@ -1,0 +1,173 @@
+//! Accepting connections with each worker on its own listening socket (`--accept workers`,
+//! SO_REUSEPORT): a port another server holds is still refused, and `-c` holds exactly when
+//! every worker admits connections at once.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{Client, Hkv};
+
+/// Starts hkv on `port` and returns its exit status and what it said, when it exits within
+/// a few seconds (a server that starts keeps running: killed, and None).
+fn start_on(port: u16, accept: &str) -> Option<(bool, String)> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args([
+            "-p",
+            &port.to_string(),
+            "-l",
+            "127.0.0.1",
+            "--accept",
+            accept,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start hkv");
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            let _ = child
+                .stderr
+                .take()
+                .expect("stderr")
+                .read_to_string(&mut err);
+            return Some((status.success(), err));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+#[test]
+fn regression_a_port_in_use_is_refused_although_workers_share_theirs() {
+    // SO_REUSEPORT lets sockets of one user share a port: without a plain bind first, a
+    // second server on the port (or another program's reuse-port socket) would start and
+    // silently split the clients with the first.
+    let h = Hkv::start(&["-t", "2", "--accept", "workers"]);
+    let (ok, err) = start_on(h.addr.port(), "workers").expect("a second server started");
+    assert!(!ok);
+    assert!(err.contains("Address already in use"), "{err}");
+
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    other.set_reuse_address(true).unwrap();
+    other.set_reuse_port(true).unwrap();
+    other
+        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    other.listen(16).unwrap();
+    let port = other.local_addr().unwrap().as_socket().unwrap().port();
+    let (ok, err) = start_on(port, "workers").expect("started on a taken port");
+    assert!(!ok);
+    assert!(err.contains("Address already in use"), "{err}");
+}
+
+#[test]
+fn max_connections_hold_exactly_when_workers_admit_at_once() {
+    for accept in ["workers", "acceptor"] {
+        let h = Hkv::start(&["-t", "2", "-c", "24", "--accept", accept]);
+        let mut admin = h.connect();
+        let addr = h.addr;
+        // 8 threads x 6 connections at once, each held open: 23 fit beside `admin`.
+        let results: Vec<(usize, usize, Vec<TcpStream>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(move || {
+                        let (mut served, mut refused, mut held) = (0, 0, Vec::new());
+                        for _ in 0..6 {
+                            let mut c = TcpStream::connect(addr).unwrap();
+                            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                            c.write_all(b"version\r\n").unwrap();
+                            let mut buf = [0u8; 64];
+                            let n = c.read(&mut buf).unwrap_or(0);
+                            let reply = String::from_utf8_lossy(&buf[..n]).to_string();
+                            if reply.starts_with("VERSION ") {
+                                served += 1;
+                                held.push(c);
+                            } else {
+                                assert_eq!(reply, "ERROR Too many open connections\r\n");
+                                refused += 1;
+                            }
+                        }
+                        (served, refused, held)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let served: usize = results.iter().map(|r| r.0).sum();
+        let refused: usize = results.iter().map(|r| r.1).sum();
+        assert_eq!(served, 23, "{accept}");
+        assert_eq!(refused, 48 - 23, "{accept}");
+        assert_eq!(admin.stat_u64("", "curr_connections"), Some(24), "{accept}");
+        assert_eq!(
+            admin.stat_u64("", "rejected_connections"),
+            Some(25),
+            "{accept}"
+        );
+        drop(results);
+        // Every slot comes back once its connection closes.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while admin.stat_u64("", "curr_connections") != Some(1) {
+            assert!(std::time::Instant::now() < deadline, "{accept}: leak");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut again = Client::connect(addr);
+        assert!(again.call("version\r\n", "\r\n").starts_with("VERSION "));
+    }
+}
+
+/// Sets the soft open-file limit of process `pid`.
+fn set_soft_nofile(pid: u32, n: usize) {
+    let ok = Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--nofile={n}:")])
+        .status()
+        .expect("prlimit (util-linux)")
+        .success();
+    assert!(ok, "prlimit failed");
+}
+
+#[test]
+fn accepting_resumes_after_the_process_ran_out_of_descriptors() {
+    // On epoll only: an io_uring accept takes the open-file limit as it was when the accept
+    // was armed, so lowering it later provokes nothing there.
+    for (io, accept) in [("epoll", "workers"), ("epoll", "acceptor")] {
+        let h = Hkv::start(&["-t", "2", "--io", io, "--accept", accept]);
+        let mut admin = h.connect();
+        let open: std::collections::HashSet<usize> =
+            std::fs::read_dir(format!("/proc/{}/fd", h.pid()))
+                .unwrap()
+                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect();
+        let lowest_free = (0..).find(|n| !open.contains(n)).unwrap();
+        // No descriptor left for the next connection (a new one takes the lowest free
+        // number): the kernel completes its handshake, and it waits in the backlog while
+        // accepts fail with EMFILE.
+        set_soft_nofile(h.pid(), lowest_free);
+        let mut c = TcpStream::connect(h.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"version\r\n").unwrap();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while admin.stat_u64("", "listen_disabled_num") == Some(0) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{io} {accept}: no accept failed"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        set_soft_nofile(h.pid(), lowest_free + 64);
+        let mut buf = [0u8; 64];
+        let n = c.read(&mut buf).unwrap_or(0);
+        assert!(
+            buf[..n].starts_with(b"VERSION "),
+            "{io} {accept}: {:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+    }
+}
