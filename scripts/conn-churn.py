@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Connection storms: clients that connect, send one request, read the reply and close, as
-clients without persistent connections do. Runs hkv (acceptor on multishot io_uring accepts,
-and on epoll) and memcached side by side, and prints connections per second and the
-server's CPU per connection (from /proc, user + system), median of --runs rounds.
+clients without persistent connections do. Runs hkv (each worker accepting on its own socket,
+and the acceptor thread handing connections over, on both loops) and memcached side by
+side, and prints connections per second and the server's CPU per connection (from /proc, user + system), median of --runs rounds.
 
     python3 scripts/conn-churn.py [--hkv target/release/hkv] [--hkv-before OTHER] [--procs 2]
 
@@ -85,6 +85,8 @@ def main():
     servers = {
         "hkv --io uring": lambda p: [a.hkv, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "--io", "uring"],
         "hkv --io epoll": lambda p: [a.hkv, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "--io", "epoll"],
+        "hkv --io uring --accept acceptor": lambda p: [a.hkv, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "--io", "uring", "--accept", "acceptor"],
+        "hkv --io epoll --accept acceptor": lambda p: [a.hkv, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "--io", "epoll", "--accept", "acceptor"],
         "memcached": lambda p: ["memcached", "-u", "root", "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "-U", "0"],
     }
     if a.hkv_before:

@@ -1,9 +1,10 @@
 //! The network layer: RV, PP, WR and SD of DIDO's eight tasks.
 //!
-//! One acceptor thread hands connections round-robin to `threads` workers. Each worker runs a
-//! mio event loop; in each pass it reads every ready connection, parses every complete
-//! request, runs them all through the engine as **one batch**, and writes each connection's
-//! responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
+//! Each of `threads` workers accepts connections on its own listening sockets (or one
+//! acceptor thread hands them round-robin to the workers: `--accept`). Each worker runs an
+//! event loop (io_uring or epoll); in each pass it reads every ready connection, parses
+//! every complete request, runs them all through the engine as **one batch**, and writes
+//! each connection's responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
 
 mod accept;
 mod admin;

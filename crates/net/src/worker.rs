@@ -84,7 +84,7 @@ pub(crate) struct Worker {
     next_gen: u32,
     /// This worker's own listening sockets (`--accept workers`; empty: the acceptor thread
     /// hands connections over).
-    listeners: Vec<crate::stream::Listener>,
+    listeners: Vec<listen::OwnListener>,
     /// Accepting paused for want of descriptors resumes then.
     accept_retry: Option<Instant>,
 }
@@ -93,6 +93,7 @@ impl Drop for Worker {
     /// Uncounts every connection this worker still holds or was handed: after a panic they
     /// close as the worker unwinds, and must not keep counting against `-c`.
     fn drop(&mut self) {
+        self.forget_listeners();
         let mut gone = self.conns.len();
         while self.incoming.try_recv().is_ok() {
             gone += 1;
@@ -169,7 +170,10 @@ impl Worker {
             completions: Vec::new(),
             watchers: 0,
             next_gen: 0,
-            listeners,
+            listeners: listeners
+                .into_iter()
+                .map(listen::OwnListener::new)
+                .collect(),
             accept_retry: None,
         })
     }

@@ -14,7 +14,7 @@ use mio::{Interest, Token};
 use crate::clock::unix_now;
 use crate::conn::Conn;
 use crate::ring::{user_data, Completion, Op};
-use crate::stream::Stream;
+use crate::stream::{Listener, Stream};
 
 use super::{watch, Worker};
 
@@ -33,35 +33,64 @@ pub(super) fn listener_of(token: Token) -> Option<usize> {
     (i < MAX_LISTENERS).then_some(i)
 }
 
+/// One of a worker's own listening sockets, and how it is being accepted from.
+pub(crate) struct OwnListener {
+    listener: Listener,
+    /// A multishot accept is armed on the ring.
+    armed: bool,
+    /// Registered with the worker's epoll (the epoll loop, or a ring that refused accepts).
+    polled: bool,
+}
+
+impl OwnListener {
+    pub(super) fn new(listener: Listener) -> OwnListener {
+        OwnListener {
+            listener,
+            armed: false,
+            polled: false,
+        }
+    }
+}
+
 impl Worker {
     /// Starts accepting, once the loop is known (after the ring was or was not made).
     pub(super) fn start_listening(&mut self) {
-        if self.ring.is_some() {
-            for i in 0..self.listeners.len() {
+        for i in 0..self.listeners.len() {
+            if self.ring.is_some() {
                 self.arm_accept(i);
-            }
-            self.shared
-                .stats
-                .uring_listeners
-                .fetch_add(self.listeners.len(), Ordering::Relaxed);
-            return;
-        }
-        for (i, l) in self.listeners.iter_mut().enumerate() {
-            if let Err(e) =
-                self.poll
-                    .registry()
-                    .register(l, Token(LISTEN_BASE - i), Interest::READABLE)
-            {
-                tracing::error!(worker = self.id, error = %e, "cannot watch a listening socket");
+            } else {
+                self.listen_on_epoll(i);
             }
         }
     }
 
-    fn arm_accept(&mut self, i: usize) {
-        let (Some(ring), Some(l)) = (self.ring.as_mut(), self.listeners.get(i)) else {
+    fn listen_on_epoll(&mut self, i: usize) {
+        let Some(l) = self.listeners.get_mut(i).filter(|l| !l.polled) else {
             return;
         };
-        ring.arm_accept(l.raw_fd(), user_data(Op::Accept, i, 0));
+        l.polled = true;
+        if let Err(e) = self.poll.registry().register(
+            &mut l.listener,
+            Token(LISTEN_BASE - i),
+            Interest::READABLE,
+        ) {
+            tracing::error!(worker = self.id, error = %e, "cannot watch a listening socket");
+        }
+    }
+
+    fn arm_accept(&mut self, i: usize) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        let Some(l) = self.listeners.get_mut(i).filter(|l| !l.armed && !l.polled) else {
+            return;
+        };
+        l.armed = true;
+        ring.arm_accept(l.listener.raw_fd(), user_data(Op::Accept, i, 0));
+        self.shared
+            .stats
+            .uring_listeners
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// epoll: takes every connection waiting on listener `i`.
@@ -70,7 +99,7 @@ impl Worker {
             let Some(l) = self.listeners.get(i) else {
                 return;
             };
-            match l.accept() {
+            match l.listener.accept() {
                 Ok((stream, _peer)) => self.admit(stream, ready),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -86,12 +115,21 @@ impl Worker {
     /// io_uring: a multishot accept's completion.
     pub(super) fn on_accept(&mut self, c: &Completion, ready: &mut Vec<usize>) {
         let i = c.token;
+        if !c.more {
+            if let Some(l) = self.listeners.get_mut(i) {
+                l.armed = false;
+                self.shared
+                    .stats
+                    .uring_listeners
+                    .fetch_sub(1, Ordering::Relaxed);
+            }
+        }
         if c.result >= 0 {
             // SAFETY: a successful accept's result is a new descriptor nothing else owns.
             let fd = unsafe { OwnedFd::from_raw_fd(c.result) };
             // Stopping: the socket is closed, and so is what it still brought in.
             if let Some(l) = self.listeners.get(i) {
-                match l.adopt(fd) {
+                match l.listener.adopt(fd) {
                     Ok((stream, _peer)) => self.admit(stream, ready),
                     Err(e) => tracing::debug!(error = %e, "accepted connection lost"),
                 }
@@ -109,6 +147,16 @@ impl Worker {
                 }
                 // Cancelled as the worker stops.
                 libc::ECANCELED => return,
+                // No multishot accept here after all (the ring's other features imply it,
+                // but a loop of refusals must never start): readiness instead.
+                libc::EINVAL | libc::EOPNOTSUPP => {
+                    tracing::info!(
+                        worker = self.id,
+                        "multishot accept refused; accepting on epoll"
+                    );
+                    self.listen_on_epoll(i);
+                    return;
+                }
                 // A connection reset before it was taken, and the like.
                 e => tracing::debug!(error = e, "accept failed"),
             }
@@ -142,10 +190,10 @@ impl Worker {
         }
         self.accept_retry = None;
         for i in 0..self.listeners.len() {
-            if self.ring.is_some() {
-                self.arm_accept(i);
-            } else {
+            if self.listeners[i].polled {
                 self.accept_ready(i, ready);
+            } else {
+                self.arm_accept(i);
             }
         }
         None
@@ -156,12 +204,24 @@ impl Worker {
     /// the armed accepts are cancelled first, and what they still bring is closed.
     pub(super) fn stop_listening(&mut self) {
         if let Some(ring) = self.ring.as_mut() {
-            for i in 0..self.listeners.len() {
-                ring.cancel(user_data(Op::Accept, i, 0));
+            for (i, l) in self.listeners.iter().enumerate() {
+                if l.armed {
+                    ring.cancel(user_data(Op::Accept, i, 0));
+                }
             }
         }
-        self.listeners.clear();
+        self.forget_listeners();
         self.accept_retry = None;
+    }
+
+    /// Closes the listening sockets (their accepts' late completions find none).
+    pub(super) fn forget_listeners(&mut self) {
+        let armed = self.listeners.iter().filter(|l| l.armed).count();
+        self.shared
+            .stats
+            .uring_listeners
+            .fetch_sub(armed, Ordering::Relaxed);
+        self.listeners.clear();
     }
 
     /// Connections the acceptor thread handed over.
