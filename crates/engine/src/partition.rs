@@ -487,8 +487,13 @@ impl Partition {
             }
             if let Some(&near) = order.get(pos + WRITE_AHEAD) {
                 if !reqs[near as usize].is_read() {
-                    if let Some(loc) = self.index.cpu().peek_primary(&hashes[near as usize]) {
-                        self.store.prefetch(loc);
+                    let h = &hashes[near as usize];
+                    match self.index.cpu().peek_primary(h) {
+                        Some(loc) => self.store.prefetch(loc),
+                        // A new key (or one in its alternate bucket): the write searches
+                        // the alternate bucket too, and a new key is inserted there if its
+                        // primary is full.
+                        None => self.index.cpu().prefetch_alternate(h),
                     }
                 }
             }

@@ -147,6 +147,14 @@ impl CpuIndex {
         bucket.find(h.sig).map(|s| bucket.locs[s])
     }
 
+    /// Starts loading the alternate bucket of `h`: for a write whose key its primary bucket
+    /// does not hold (a new key: both buckets are searched, then filled).
+    #[inline(always)]
+    pub fn prefetch_alternate(&self, h: &KeyHash) {
+        let (_, b2) = self.candidates(h);
+        prefetch_read(&self.buckets()[b2 as usize]);
+    }
+
     pub fn search_one(&self, h: &KeyHash) -> Location {
         let (b1, b2) = self.candidates(h);
         let t = self.buckets();
