@@ -477,9 +477,9 @@ impl Partition {
             let req = &reqs[iu];
             let h = hashes[iu];
             // Writes run one at a time, so they are software-pipelined: the bucket of the
-            // write 2 x WRITE_AHEAD places on is fetched, and the item that the write
-            // WRITE_AHEAD places on will replace (found in its bucket, fetched by then)
-            // (reads prefetch within their own groups).
+            // write 2 x WRITE_AHEAD places on is fetched, and WRITE_AHEAD places on the item
+            // it will replace (found in that bucket by then) or, for a new key, its alternate
+            // bucket, which its search and insert read too (reads prefetch in their groups).
             if let Some(&far) = order.get(pos + 2 * WRITE_AHEAD) {
                 if !reqs[far as usize].is_read() {
                     self.index.cpu().prefetch(&hashes[far as usize]);
@@ -490,9 +490,6 @@ impl Partition {
                     let h = &hashes[near as usize];
                     match self.index.cpu().peek_primary(h) {
                         Some(loc) => self.store.prefetch(loc),
-                        // A new key (or one in its alternate bucket): the write searches
-                        // the alternate bucket too, and a new key is inserted there if its
-                        // primary is full.
                         None => self.index.cpu().prefetch_alternate(h),
                     }
                 }
