@@ -4,7 +4,8 @@
 //! acceptor thread hands them round-robin to the workers: `--accept`). Each worker runs an
 //! event loop (io_uring or epoll); in each pass it reads every ready connection, parses
 //! every complete request, runs them all through the engine as **one batch**, and writes
-//! each connection's responses back in its request order (memcached's io_queue, Pelikan's storage hand-off).
+//! each connection's responses back in its request order (memcached's io_queue, Pelikan's
+//! storage hand-off).
 
 mod accept;
 mod admin;
@@ -90,7 +91,10 @@ impl Server {
         config: NetConfig,
         bound: impl FnOnce() -> std::io::Result<()>,
     ) -> Result<Server, NetError> {
-        ensure_file_limit(config.max_connections, config.threads)?;
+        // Per worker: an epoll, a waker, an io_uring, a UDP socket and a listening socket per
+        // address (`--accept workers`).
+        let per_thread = 4 + 1 + config.extra_listen.len();
+        ensure_file_limit(config.max_connections, config.threads, per_thread)?;
         let sockets = bind::listeners(&config)?;
         let described = sockets.describe();
         let bind::Bound {
@@ -323,11 +327,11 @@ fn choose_loop(asked: IoMode) -> Result<IoMode, NetError> {
 
 /// Raises the open-file limit to what `-c` connections need, as memcached does, or refuses
 /// to start: past it, accept fails with EMFILE while the server believes it has room.
-fn ensure_file_limit(conns: usize, threads: usize) -> Result<(), NetError> {
+fn ensure_file_limit(conns: usize, threads: usize, per_thread: usize) -> Result<(), NetError> {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    // Listeners, stdio, per thread an epoll, a waker, an io_uring and a UDP socket, the
-    // acceptor's, and room for a device runtime's files.
-    let need = conns as u64 + 5 * threads as u64 + 32;
+    // Listeners, stdio, `per_thread` for each worker, the acceptor's, and room for a device
+    // runtime's files.
+    let need = conns as u64 + (per_thread * threads) as u64 + 32;
     let lim = getrlimit(Resource::Nofile);
     let cur = lim.current.unwrap_or(u64::MAX);
     if cur >= need {

@@ -5,9 +5,8 @@
 //! the same wait as its first bytes); on epoll it is drained on readiness.
 
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
-
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use mio::{Interest, Token};
 
