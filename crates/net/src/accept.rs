@@ -68,13 +68,24 @@ impl Dispatch {
         // live one.
         for k in 0..self.workers.len() {
             let i = (first + k) % self.workers.len();
+            // Counted for the worker before it sees the connection (it does not count
+            // handed-over ones itself).
+            let count = shared.worker_conns.get(i);
+            if let Some(n) = count {
+                n.fetch_add(1, Ordering::Relaxed);
+            }
             match self.workers[i].0.send(stream.take().expect("held")) {
                 Ok(()) => {
                     tracing::debug!(%peer, worker = i, "accepted");
                     let _ = self.workers[i].1.wake();
                     return;
                 }
-                Err(mpsc::SendError(s)) => stream = Some(s),
+                Err(mpsc::SendError(s)) => {
+                    if let Some(n) = count {
+                        n.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    stream = Some(s);
+                }
             }
         }
         tracing::error!("no worker is left to take connections; stopping");

@@ -47,6 +47,9 @@ pub struct ServerStats {
     pub uring_workers: AtomicUsize,
     /// Listening sockets with a multishot io_uring accept armed (0: accepted on epoll).
     pub uring_listeners: AtomicUsize,
+    /// Connections a worker accepted on its own socket and passed to a worker with fewer
+    /// (the kernel's split is a hash, not a turn: docs/network.md).
+    pub accept_handoffs: AtomicU64,
     /// Connections closed for idling longer than `idle_timeout` (memcached's name).
     pub idle_kicks: AtomicU64,
     /// SASL commands and failed authentications (memcached's `auth_cmds`, `auth_errors`).

@@ -129,6 +129,8 @@ impl Server {
             conns: Default::default(),
             listeners: described,
             accept_workers: per_worker.iter().any(|l| !l.is_empty()),
+            worker_conns: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
+            handoff: std::sync::OnceLock::new(),
             detail: Default::default(),
             loops_ready: AtomicUsize::new(0),
         });
@@ -162,6 +164,7 @@ impl Server {
             senders.push((tx, Arc::clone(&waker)));
             wakers.push(waker);
         }
+        let _ = shared.handoff.set(senders.clone());
         // Workers on their own listening sockets need no acceptor thread.
         if !listeners.is_empty() {
             let poll = Poll::new()?;

@@ -28,6 +28,10 @@ pub(crate) struct Shared {
     pub listeners: Vec<(i32, String)>,
     /// Workers accept TCP connections on their own sockets (`--accept`, as it turned out).
     pub accept_workers: bool,
+    /// Connections each worker holds (for the balance of `--accept workers`).
+    pub worker_conns: Vec<std::sync::atomic::AtomicUsize>,
+    /// Each worker's queue of handed-over connections and its waker.
+    pub handoff: std::sync::OnceLock<crate::accept::Workers>,
     /// `stats detail`.
     pub detail: crate::stats::detail::PrefixStats,
     /// Workers whose event loop is set up (the server is ready when all are).

@@ -112,6 +112,9 @@ impl Drop for Worker {
             .stats
             .conn_buffer_bytes
             .fetch_sub(bytes, Ordering::Relaxed);
+        if let Some(n) = self.shared.worker_conns.get(self.id) {
+            n.fetch_sub(gone, Ordering::Relaxed);
+        }
         self.conns.clear();
         self.shared
             .stats
@@ -429,6 +432,9 @@ impl Worker {
     fn close(&mut self, token: usize) {
         if self.conns.contains(token) {
             let mut c = self.conns.remove(token);
+            if let Some(n) = self.shared.worker_conns.get(self.id) {
+                n.fetch_sub(1, Ordering::Relaxed);
+            }
             crate::stage::release_body(&mut c, &self.shared);
             if let Some((key, _)) = c.registered.take() {
                 self.shared.conns.remove(key);

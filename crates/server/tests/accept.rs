@@ -171,3 +171,49 @@ fn accepting_resumes_after_the_process_ran_out_of_descriptors() {
         );
     }
 }
+
+fn worker_conns(admin: &mut Client) -> Vec<u64> {
+    admin
+        .stat("hkv", "worker_conns")
+        .expect("worker_conns")
+        .trim()
+        .split(',')
+        .map(|n| n.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn workers_stay_within_two_connections_of_each_other() {
+    // The kernel picks a worker's socket by a hash of the connection's addresses; a worker
+    // more than one connection over the least loaded passes the new one on.
+    for accept in ["workers", "acceptor"] {
+        let h = Hkv::start(&["-t", "4", "--accept", accept]);
+        let mut admin = h.connect();
+        let mut held = Vec::new();
+        for round in 0..3 {
+            for _ in 0..20 {
+                let mut c = h.connect();
+                assert!(c.call("version\r\n", "\r\n").starts_with("VERSION "));
+                held.push(c);
+            }
+            let per = worker_conns(&mut admin);
+            assert_eq!(per.len(), 4, "{accept}");
+            assert_eq!(per.iter().sum::<u64>(), 1 + held.len() as u64, "{accept}");
+            let (lo, hi) = (per.iter().min().unwrap(), per.iter().max().unwrap());
+            assert!(hi - lo <= 2, "{accept} round {round}: {per:?}");
+        }
+        drop(held);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while worker_conns(&mut admin).iter().sum::<u64>() != 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{accept}: counts leak"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let handoffs = admin.stat_u64("hkv", "accept_handoffs").unwrap();
+        if accept == "acceptor" {
+            assert_eq!(handoffs, 0);
+        }
+    }
+}

@@ -165,11 +165,46 @@ impl Worker {
         }
     }
 
-    /// Counts a new connection against `-c` and takes it on, or refuses it there.
+    /// Counts a new connection against `-c` and takes it on, or refuses it there. The
+    /// kernel picked this worker by a hash of the connection's addresses: where that left
+    /// this worker with more than one connection over the least loaded one, the connection
+    /// goes to that one instead (through its queue, as the acceptor would hand it), so the
+    /// workers stay as even as memcached's turns keep them and most connections stay put.
     fn admit(&mut self, mut stream: Stream, ready: &mut Vec<usize>) {
-        if crate::accept::admit(&self.shared, &mut stream) {
-            self.adopt(stream, ready);
+        if !crate::accept::admit(&self.shared, &mut stream) {
+            return;
         }
+        let counts = &self.shared.worker_conns;
+        let mine = counts.get(self.id).map_or(0, |n| n.load(Ordering::Relaxed));
+        let least = counts
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, n)| n.load(Ordering::Relaxed))
+            .filter(|(j, n)| *j != self.id && n.load(Ordering::Relaxed) + 1 < mine)
+            .map(|(j, _)| j);
+        if let (Some(j), Some(workers)) = (least, self.shared.handoff.get()) {
+            // Counted there now, so a burst spreads instead of all going to one worker.
+            counts[j].fetch_add(1, Ordering::Relaxed);
+            match workers[j].0.send(stream) {
+                Ok(()) => {
+                    let _ = workers[j].1.wake();
+                    self.shared
+                        .stats
+                        .accept_handoffs
+                        .fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                // That worker is gone (a panic): keep the connection here.
+                Err(std::sync::mpsc::SendError(s)) => {
+                    counts[j].fetch_sub(1, Ordering::Relaxed);
+                    stream = s;
+                }
+            }
+        }
+        if let Some(n) = counts.get(self.id) {
+            n.fetch_add(1, Ordering::Relaxed);
+        }
+        self.adopt(stream, ready);
     }
 
     /// Out of descriptors or memory (`listen_disabled_num`): accepting resumes after
@@ -230,8 +265,9 @@ impl Worker {
         }
     }
 
-    /// Takes on a connection counted against `-c`: registered for `stats conns` and
-    /// watchers, and put on the loop (its first read comes with the next pass).
+    /// Takes on a connection counted against `-c` and in this worker's `worker_conns`:
+    /// registered for `stats conns` and watchers, and put on the loop (its first read comes
+    /// with the next pass).
     fn adopt(&mut self, stream: Stream, ready: &mut Vec<usize>) {
         let token = self.conns.vacant_key();
         let (fd, addr, listen) = stream.describe();
@@ -260,6 +296,9 @@ impl Worker {
         if registered.is_err() {
             if let Some((key, _)) = conn.registered.take() {
                 self.shared.conns.remove(key);
+            }
+            if let Some(n) = self.shared.worker_conns.get(self.id) {
+                n.fetch_sub(1, Ordering::Relaxed);
             }
             self.shared
                 .stats
