@@ -215,22 +215,22 @@ impl Worker {
     }
 
     /// The longest the loop may sleep before accepting resumes after [`BACKOFF`]; resumes
-    /// it when that time has come.
+    /// it when that time has come (and if that fails again, the new pause bounds the
+    /// sleep: nothing else would wake an idle worker for a connection already queued).
     pub(super) fn accept_backoff(&mut self, ready: &mut Vec<usize>) -> Option<Duration> {
         let at = self.accept_retry?;
-        let now = Instant::now();
-        if now < at {
-            return Some(at - now);
-        }
-        self.accept_retry = None;
-        for i in 0..self.listeners.len() {
-            if self.listeners[i].polled {
-                self.accept_ready(i, ready);
-            } else {
-                self.arm_accept(i);
+        if Instant::now() >= at {
+            self.accept_retry = None;
+            for i in 0..self.listeners.len() {
+                if self.listeners[i].polled {
+                    self.accept_ready(i, ready);
+                } else {
+                    self.arm_accept(i);
+                }
             }
         }
-        None
+        self.accept_retry
+            .map(|at| at.saturating_duration_since(Instant::now()))
     }
 
     /// Stopping: no new connections. The sockets close (the kernel sends what they still
