@@ -46,6 +46,8 @@ const BUFFER_FLOOR: usize = 64 << 10;
 /// How often throttled connections are looked at again.
 const THROTTLE_RETRY: Duration = Duration::from_millis(5);
 const READ_CHUNK: usize = 16 * 1024;
+/// `worker_conns` of a worker that stopped (shown as `-` in `stats hkv`).
+pub(crate) const GONE: usize = usize::MAX / 2;
 
 pub(crate) struct Worker {
     id: usize,
@@ -113,7 +115,8 @@ impl Drop for Worker {
             .conn_buffer_bytes
             .fetch_sub(bytes, Ordering::Relaxed);
         if let Some(n) = self.shared.worker_conns.get(self.id) {
-            n.fetch_sub(gone, Ordering::Relaxed);
+            // Never the least loaded again: nothing is passed to a worker that is gone.
+            n.store(GONE, Ordering::Relaxed);
         }
         self.conns.clear();
         self.shared

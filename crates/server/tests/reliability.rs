@@ -263,6 +263,12 @@ fn regression_a_panicking_worker_is_isolated() {
     }
     assert_eq!(stat(&mut c, "", "curr_connections"), 1);
     assert_eq!(stat(&mut c, " hkv", "worker_panics"), 1);
+    // The dead worker is never chosen to take a connection over (`-`), and the one left
+    // holds the one connection open.
+    let per = c.stat("hkv", "worker_conns").unwrap_or_default();
+    let mut per: Vec<&str> = per.trim().split(',').collect();
+    per.sort_unstable();
+    assert_eq!(per, ["-", "1"]);
 }
 
 fn version(h: &Hkv) -> String {
