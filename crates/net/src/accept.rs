@@ -9,13 +9,10 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use io_uring::{cqueue, opcode, types, IoUring};
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Poll, Token};
 
-use crate::shared::Shared;
+use crate::shared::{Shared, Workers};
 use crate::stream::{Listener, Stream};
-
-/// Where each new connection goes: a worker's queue and the waker that tells it.
-pub(crate) type Workers = Vec<(mpsc::Sender<Stream>, Arc<Waker>)>;
 
 /// How long accepting pauses after the process ran out of descriptors (EMFILE and friends),
 /// when some may have been closed again.

@@ -9,6 +9,9 @@ use mio::Waker;
 use crate::config::NetConfig;
 use crate::counters::{Baseline, ServerStats};
 
+/// Where each new connection goes: a worker's queue and the waker that tells it.
+pub(crate) type Workers = Vec<(std::sync::mpsc::Sender<crate::stream::Stream>, Arc<Waker>)>;
+
 /// What workers share.
 pub(crate) struct Shared {
     pub engine: SharedEngine,
@@ -31,7 +34,7 @@ pub(crate) struct Shared {
     /// Connections each worker holds (for the balance of `--accept workers`).
     pub worker_conns: Vec<std::sync::atomic::AtomicUsize>,
     /// Each worker's queue of handed-over connections and its waker.
-    pub handoff: std::sync::OnceLock<crate::accept::Workers>,
+    pub handoff: std::sync::OnceLock<Workers>,
     /// `stats detail`.
     pub detail: crate::stats::detail::PrefixStats,
     /// Workers whose event loop is set up (the server is ready when all are).
