@@ -109,18 +109,30 @@ fn reuseport_group(addr: SocketAddr, n: usize, backlog: i32) -> std::io::Result<
 }
 
 fn reuseport_tcp(addr: SocketAddr, backlog: i32) -> std::io::Result<TcpListener> {
+    let fd = reuseport_socket(addr, rustix::net::SocketType::STREAM)?;
+    rustix::net::listen(&fd, backlog)?;
+    Ok(TcpListener::from_std(std::net::TcpListener::from(fd)))
+}
+
+/// A non-blocking socket of `kind` bound to `addr` with SO_REUSEPORT (and SO_REUSEADDR
+/// for a stream, as a plain listener has), one of a group the kernel spreads over.
+fn reuseport_socket(
+    addr: SocketAddr,
+    kind: rustix::net::SocketType,
+) -> std::io::Result<std::os::fd::OwnedFd> {
     use rustix::net::{sockopt, SocketFlags, SocketType};
     let fd = rustix::net::socket_with(
         family(addr),
-        SocketType::STREAM,
+        kind,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
         None,
     )?;
-    sockopt::set_socket_reuseaddr(&fd, true)?;
+    if kind == SocketType::STREAM {
+        sockopt::set_socket_reuseaddr(&fd, true)?;
+    }
     sockopt::set_socket_reuseport(&fd, true)?;
     rustix::net::bind(&fd, &addr)?;
-    rustix::net::listen(&fd, backlog)?;
-    Ok(TcpListener::from_std(std::net::TcpListener::from(fd)))
+    Ok(fd)
 }
 
 fn family(addr: SocketAddr) -> rustix::net::AddressFamily {
@@ -168,14 +180,6 @@ pub(crate) fn udp_sockets(config: &NetConfig) -> Result<Vec<mio::net::UdpSocket>
 /// datagrams over the workers by source address, so one client's requests all reach the
 /// same worker and stay in order, and every worker takes UDP load.
 fn reuseport_udp(addr: SocketAddr) -> std::io::Result<mio::net::UdpSocket> {
-    use rustix::net::{SocketFlags, SocketType};
-    let fd = rustix::net::socket_with(
-        family(addr),
-        SocketType::DGRAM,
-        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
-        None,
-    )?;
-    rustix::net::sockopt::set_socket_reuseport(&fd, true)?;
-    rustix::net::bind(&fd, &addr)?;
+    let fd = reuseport_socket(addr, rustix::net::SocketType::DGRAM)?;
     Ok(mio::net::UdpSocket::from_std(std::net::UdpSocket::from(fd)))
 }
