@@ -111,11 +111,13 @@ pub(crate) fn admit(shared: &Shared, stream: &mut Stream) -> bool {
         .is_ok();
     if !counted {
         use std::io::Write;
-        let _ = stream.write(b"ERROR Too many open connections\r\n");
+        // Counted before the refusal is written: a client that reads it and then asks for
+        // `rejected_connections` must find itself counted (CI caught the other order).
         shared
             .stats
             .rejected_connections
             .fetch_add(1, Ordering::Relaxed);
+        let _ = stream.write(b"ERROR Too many open connections\r\n");
         return false;
     }
     shared
