@@ -86,7 +86,7 @@ pub(crate) struct Stream {
 }
 
 impl Stream {
-    fn key(&self, i: usize) -> &[u8] {
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
         &self.keys[i * self.key_len..(i + 1) * self.key_len]
     }
     pub(crate) fn len(&self) -> usize {

@@ -158,6 +158,38 @@ fn delta(a: &PlacementReport, b: &PlacementReport, t: Task) -> (u64, u64) {
     )
 }
 
+/// The read groups a partition forms from `stream` in engine batches of `batch`: a group
+/// ends at `limit` reads, at the batch's end, and before a write to a key it holds.
+fn read_groups(stream: &Stream, batch: usize, limit: usize) -> u64 {
+    let mut groups = 0u64;
+    let mut group: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    let mut len = 0usize;
+    for s in (0..stream.len()).step_by(batch) {
+        for i in s..(s + batch).min(stream.len()) {
+            let key = stream.key(i);
+            if stream.is_get[i] {
+                group.insert(key);
+                len += 1;
+                if len >= limit {
+                    groups += 1;
+                    group.clear();
+                    len = 0;
+                }
+            } else if group.contains(key) {
+                groups += 1;
+                group.clear();
+                len = 0;
+            }
+        }
+        if len > 0 {
+            groups += 1;
+            group.clear();
+            len = 0;
+        }
+    }
+    groups
+}
+
 /// Seconds for one pass of the stream.
 fn timed(p: &mut Partition, s: &Stream, batch: usize, value: &[u8]) -> f64 {
     let t = Instant::now();
@@ -233,16 +265,12 @@ fn workload(
         .collect();
     // Search batches of the reference are read groups (READ_GROUP reads at most) and one
     // batch of the writes' searches per engine batch; a device search takes every read of
-    // an engine batch at once instead, and the writes' batches stay as they were.
-    let (mut read_batches, mut reads, mut cpu_groups) = (0u64, 0u64, 0u64);
-    for s in (0..stream.len()).step_by(batch) {
-        let r = (s..(s + batch).min(stream.len()))
-            .filter(|&i| stream.is_get[i])
-            .count() as u64;
-        read_batches += u64::from(r > 0);
-        reads += r;
-        cpu_groups += r.div_ceil(READ_GROUP as u64);
-    }
+    // an engine batch at once instead, and the writes' batches stay as they were. Either
+    // way a group also ends where a write to one of its keys arrives (each key's order),
+    // which under skew cuts an engine batch's reads into many groups.
+    let read_batches = read_groups(&stream, batch, usize::MAX);
+    let cpu_groups = read_groups(&stream, batch, READ_GROUP);
+    let reads = stream.is_get.iter().filter(|&&g| g).count() as u64;
     let (ref_b, ref_q) = per_task[Task::Search as usize];
     let write_searches = (
         ref_b.saturating_sub(cpu_groups),
@@ -260,6 +288,7 @@ fn workload(
         .collect();
     let predict = |p: &Partition, pl: &Placement| -> f64 {
         let mut ns = rest_ns * n;
+        let mut device_ns = 0.0;
         for t in Task::ALL {
             let Choice::Forced(proc) = pl.of(t) else {
                 continue;
@@ -274,13 +303,20 @@ fn workload(
             };
             for (b, q) in parts.into_iter().filter(|&(b, _)| b > 0) {
                 let m = (q / b) as usize;
-                ns += b as f64
+                let task_ns = b as f64
                     * match (t, pl.of(Task::Kc)) {
                         (Task::Rd, Choice::Forced(kc)) => p.placement_predict_rd(kc, proc, m),
                         _ => p.placement_predict(t, proc, m),
                     };
+                ns += task_ns;
+                if proc == Proc::Device {
+                    device_ns += task_ns;
+                }
             }
         }
+        // What device calls take from the rest of their batches (the model's aftermath
+        // term: unknown at start-up, fitted once device batches have run).
+        ns += p.placement_aftermath() * device_ns;
         n / ns * 1e3
     };
     let lines = |p: &Partition| -> String {
@@ -329,6 +365,7 @@ fn workload(
         engine_mix(p, &stream.head(stream.len() / 10), batch, &value, false);
     }
     let lines_before = lines(p);
+    let aftermath_before = p.placement_aftermath();
     let mut rows: Vec<Row> = placements
         .iter()
         .zip(&startup)
@@ -459,8 +496,14 @@ fn workload(
     );
     println!("  reference rest {rest_ns:.1} ns per request");
     println!("  model lines at start-up: {lines_startup}");
-    println!("  model lines refitted:    {lines_before}");
-    println!("  model lines after runs:  {lines_after}");
+    println!(
+        "  model lines refitted:    {lines_before}; device aftermath {:.3}",
+        aftermath_before
+    );
+    println!(
+        "  model lines after runs:  {lines_after}; device aftermath {:.3}",
+        p.placement_aftermath()
+    );
     Ok(Outcome {
         errors,
         startup_errors,

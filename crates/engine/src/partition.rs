@@ -13,6 +13,7 @@ use crate::stats::{EngineStats, WRITE_SAMPLE};
 use hkv_types::{After, Op, Request, Response, Responses};
 
 mod delayed;
+mod fault;
 mod growth;
 mod items;
 mod meta;
@@ -346,6 +347,12 @@ impl Partition {
         self.index.model.predict(task, proc, n)
     }
 
+    /// The CPU time a device call takes from the rest of its batch, as a share of its own
+    /// (the cost model's aftermath term).
+    pub fn placement_aftermath(&self) -> f64 {
+        self.index.model.aftermath()
+    }
+
     /// The cost model's prediction for RD of `n` reads on `proc` after their KC on `kc` (ns):
     /// RD's lines depend on where KC ran (task affinity).
     pub fn placement_predict_rd(&self, kc: crate::Proc, proc: crate::Proc, n: usize) -> f64 {
@@ -440,6 +447,7 @@ impl Partition {
         group_bytes: &mut Vec<usize>,
     ) {
         self.stats.batches += 1;
+        let batch_clock = self.index.batch_begin();
         self.store.drain_unpins();
         if self.flush_at.is_some_and(|at| at <= now) {
             self.flush_now();
@@ -551,6 +559,7 @@ impl Partition {
             self.flush_reads(reqs, hashes, now, results, data, group_bytes);
         }
         self.write_locs_valid = false;
+        self.index.batch_end(order.len(), batch_clock);
         self.order = order;
     }
 
@@ -584,17 +593,5 @@ pub(crate) fn stage_of(s: &hkv_types::Staged) -> hkv_store::Stage {
         token: s.token,
         key_len: s.key_len as usize,
         value_len: s.value_len as usize,
-    }
-}
-
-/// Test knob for the linearizability checker's self-test: `HKV_FAULT_SKIP_FORWARDING=1`
-/// breaks the same-key table's data forwarding on purpose (reads skip waiting writes and see
-/// the index's older version), so scripts can show the checker catches a broken build.
-mod fault {
-    use std::sync::OnceLock;
-
-    pub(super) fn skip_forwarding() -> bool {
-        static ON: OnceLock<bool> = OnceLock::new();
-        *ON.get_or_init(|| std::env::var_os("HKV_FAULT_SKIP_FORWARDING").is_some_and(|v| v == "1"))
     }
 }

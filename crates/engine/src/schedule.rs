@@ -36,11 +36,16 @@ const FADE: f64 = 0.999;
 impl LinearFit {
     /// One batch of `x` operations that took `t` microseconds.
     pub fn record(&mut self, x: f64, t: f64) {
-        self.n = self.n * FADE + 1.0;
-        self.sx = self.sx * FADE + x;
-        self.sy = self.sy * FADE + t;
-        self.sxx = self.sxx * FADE + x * x;
-        self.sxy = self.sxy * FADE + x * t;
+        self.record_weighted(x, t, 1.0);
+    }
+
+    /// A sample that counts `w` times as much as [`LinearFit::record`]'s.
+    pub fn record_weighted(&mut self, x: f64, t: f64, w: f64) {
+        self.n = self.n * FADE + w;
+        self.sx = self.sx * FADE + w * x;
+        self.sy = self.sy * FADE + w * t;
+        self.sxx = self.sxx * FADE + w * x * x;
+        self.sxy = self.sxy * FADE + w * x * t;
     }
 
     pub fn samples(&self) -> f64 {

@@ -225,6 +225,23 @@ impl Index {
         }
     }
 
+    /// An engine batch starts: with a device, its clock, for [`Self::batch_end`].
+    pub(crate) fn batch_begin(&mut self) -> Option<Instant> {
+        let t = self.clock();
+        if t.is_some() {
+            self.model.begin_batch();
+        }
+        t
+    }
+
+    /// An engine batch of `requests` that started at `t` is done: the model learns what
+    /// its device calls cost the rest of it.
+    pub(crate) fn batch_end(&mut self, requests: usize, t: Option<Instant>) {
+        if let Some(t) = t {
+            self.model.end_batch(requests, ns(t));
+        }
+    }
+
     /// Batches are timed wherever there is a device (counted in `stats hkv` even where the
     /// table is not shared and there is nothing to choose).
     pub(super) fn clock(&self) -> Option<Instant> {

@@ -335,6 +335,7 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "placement_predicted_us", Counter, "cost model: predicted time of the placed index batches", |s| s.device(|| Val::U((s.pl.predicted_ns / 1000.0) as u64));
     "placement_measured_us", Counter, "measured time of those batches", |s| s.device(|| Val::U((s.pl.measured_ns / 1000.0) as u64));
     "placement_model_error", Gauge, "cost model: mean |predicted - measured| / measured over placed batches", |s| s.device(|| Val::Fixed(s.pl.model_error(), 3));
+    "placement_device_aftermath", Gauge, "cost model: cpu time a device call takes from the rest of its batch, as a share of its own", |s| s.device(|| Val::Fixed(s.pl.device_aftermath, 3));
     "pending_writes", Gauge, "index writes waiting in the same-key table", |s| Val::U(s.shared.engine.pending_writes() as u64);
     "forwarded_reads", Counter, "reads answered from the same-key table", |s| Val::U(s.e.forwarded_reads);
     "deferred_reads", Counter, "reads moved to a later pass by the value budget", |s| Val::U(s.e.deferred_reads);
