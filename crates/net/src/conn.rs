@@ -58,6 +58,10 @@ pub(crate) struct Conn {
     pub stage_refused: bool,
 }
 
+/// Buffers grown past this are shrunk once they are (nearly) empty: half of the floor a
+/// connection may hold while all of them are over `--conn-buffer-mb` (worker.rs).
+const SHRINK_ABOVE: usize = 32 << 10;
+
 /// A connection's state on the io_uring loop.
 pub(crate) struct RingConn {
     /// Tells this connection's completions from those of an earlier one with its token.
@@ -168,12 +172,15 @@ impl Conn {
             self.rstart = 0;
         }
         self.wbuf.compact();
-        // Give back memory a burst left behind.
-        if self.rbuf.len() > 1 << 20 && self.rend < 16384 {
+        // Give back memory a burst left behind, down to well under the floor a throttled
+        // connection may hold: an idle connection that kept a grown buffer counted against
+        // --conn-buffer-mb for good, and enough of them kept every one of them throttled,
+        // unread, for good (regression test in crates/server/tests/reliability.rs).
+        if self.rbuf.len() > SHRINK_ABOVE && self.rend < 16384 {
             self.rbuf.truncate(16384);
             self.rbuf.shrink_to_fit();
         }
-        if self.wbuf.capacity() > 1 << 20 && self.wbuf.len() < 4096 {
+        if self.wbuf.capacity() > SHRINK_ABOVE && self.wbuf.len() < 4096 {
             self.wbuf.shrink_to(4096);
         }
     }

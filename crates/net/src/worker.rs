@@ -66,6 +66,8 @@ pub(crate) struct Worker {
     marks: Vec<ReadMark>,
     /// Connections not read in the last pass because buffers were over their limit.
     throttled: Vec<usize>,
+    /// When the throttled connections are looked at again.
+    throttle_due: Option<Instant>,
     /// Over the limit, one connection per worker part way through a request still reads, so
     /// large requests finish one after another instead of all waiting for each other.
     exempt: Option<usize>,
@@ -164,6 +166,7 @@ impl Worker {
             keys: bumpalo::Bump::new(),
             marks: Vec::new(),
             throttled: Vec::new(),
+            throttle_due: None,
             exempt: None,
             udp_ready: udp.is_some(),
             udp_batch: udp.is_some().then(|| Box::new(crate::udp::UdpBatch::new())),
@@ -203,9 +206,8 @@ impl Worker {
         let mut spin = spin::Spin::new(self.shared.config.busy_poll);
         loop {
             let mut timeout = (!pending.is_empty() || self.udp_ready).then_some(Duration::ZERO);
-            if !self.throttled.is_empty() {
-                timeout = Some(timeout.unwrap_or(THROTTLE_RETRY).min(THROTTLE_RETRY));
-                pending.append(&mut self.throttled);
+            if let Some(left) = self.throttled_due(&mut pending) {
+                timeout = Some(timeout.unwrap_or(left).min(left));
             }
             if self.watchers > 0 {
                 // Watchers' lines are written by other threads: look for them on a tick.
@@ -307,9 +309,13 @@ impl Worker {
                 .stats
                 .latency
                 .observe(woke.elapsed(), self.pass_requests);
+            // Backed up as process() sees it: over the buffer limit that is a fraction of
+            // the high-water mark, and a client not reading must wait for writability, not
+            // be passed again at once (which spun the worker).
+            let backed_up_at = self.output_allowance().0;
             for &t in &ready {
                 if let Some(c) = self.conns.get(t) {
-                    let backed_up = c.pending_output() >= self.shared.config.output_high_water;
+                    let backed_up = c.pending_output() >= backed_up_at;
                     if !backed_up && (c.want_read || c.want_parse) {
                         pending.push(t);
                     }
@@ -500,7 +506,7 @@ impl Worker {
                         self.exempt = Some(t);
                     } else if c.buffer_bytes() < BUFFER_FLOOR {
                         stats.conn_buffer_throttled.fetch_add(1, Ordering::Relaxed);
-                        cap = BUFFER_FLOOR / 2;
+                        cap = BUFFER_FLOOR / 4;
                     } else {
                         stats.conn_buffer_throttled.fetch_add(1, Ordering::Relaxed);
                         self.throttled.push(t);

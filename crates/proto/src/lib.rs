@@ -19,7 +19,10 @@ pub const MAX_KEY_LEN: usize = 250;
 /// A line longer than this without a newline closes the connection (unless it is a get).
 pub const MAX_LINE_WITHOUT_NEWLINE: usize = 2048;
 
-/// Whether `key` is a valid memcached key: 1..=250 bytes, no spaces or control characters.
+/// Whether a key token is a valid memcached key: 1..=250 bytes. Tokens are split at
+/// spaces; memcached takes every other byte in a key, control characters and DEL included,
+/// in meta commands as in the classic ones (meta refused them: a key stored with `set`
+/// could not be read with `mg`).
 pub fn valid_key(key: &[u8]) -> bool {
-    !key.is_empty() && key.len() <= MAX_KEY_LEN && key.iter().all(|&b| b > b' ' && b != 0x7f)
+    !key.is_empty() && key.len() <= MAX_KEY_LEN
 }

@@ -212,3 +212,24 @@ fn regression_touch_marks_the_item_fetched() {
         c.expect("mg tf h l t\r\n", "HD h1 l0 t100\r\n");
     });
 }
+
+#[test]
+fn regression_meta_commands_take_keys_with_control_characters_as_set_does() {
+    // memcached takes any byte but a space in a key, in meta commands too; hkv's meta
+    // commands refused control characters and DEL, so a key stored with `set` could not
+    // be read with `mg` (a hostile probe, against memcached 1.6.18).
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    c.expect("set a\x01b 0 0 1\r\nx\r\n", "STORED\r\n");
+    c.expect("mg a\x01b v\r\n", "VA 1\r\nx\r\n");
+    c.expect("ms a\x7fc 1\r\ny\r\n", "HD\r\n");
+    c.expect("get a\x7fc\r\n", "VALUE a\x7fc 0 1\r\ny\r\nEND\r\n");
+    c.expect("md a\x01b\r\n", "HD\r\n");
+    c.expect("ma a\td N0\r\n", "HD\r\n");
+    c.expect("mg a\td v\r\n", "VA 1\r\n0\r\n");
+    let long = "k".repeat(251);
+    c.expect(
+        &format!("mg {long} v\r\n"),
+        "CLIENT_ERROR bad command line format\r\n",
+    );
+}

@@ -206,6 +206,11 @@ impl SlabStore {
         }
     }
 
+    /// The largest value an item may have (`-I`).
+    pub fn max_value(&self) -> usize {
+        self.max_value
+    }
+
     /// The largest key + value an item may have.
     pub fn max_item_payload(&self) -> usize {
         self.classes.last().map_or(0, |c| c.info.chunk) - HEADER_BYTES
@@ -454,8 +459,21 @@ impl SlabStore {
                 .item_cap
                 .is_some_and(|cap| self.stats.curr_items >= cap)
         {
-            if let Some(slot) = self.clock_evict(c, now, on_reclaim) {
-                return Some(slot);
+            // The index takes no more items: one must go for this one. Where this class has
+            // a free chunk and another class more items, the victim is that class's, and
+            // this item takes the free chunk: a victim of its own class made a size new to
+            // a full store keep one item per partition (a hostile probe, regression test
+            // `a_new_value_size_grows_in_a_store_whose_index_is_full`).
+            let class = &self.classes[c];
+            let has_free = class.free_head != NO_LOCATION || class.bump < class.slots();
+            let elsewhere = has_free
+                && self
+                    .fullest_class_but(c)
+                    .is_some_and(|donor| self.clock_evict_elsewhere(donor, now, on_reclaim));
+            if !elsewhere {
+                if let Some(slot) = self.clock_evict(c, now, on_reclaim) {
+                    return Some(slot);
+                }
             }
         }
         let class = &mut self.classes[c];

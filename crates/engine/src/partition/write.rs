@@ -117,6 +117,11 @@ impl Partition {
                     return Response::Exists;
                 }
                 let item = self.store.get(loc).expect("found live above");
+                if item.value_len() + req.value.len() > self.store.max_value() {
+                    // memcached answers NOT_STORED and keeps the value (storing it would
+                    // have unlinked it first, as a failed SET does).
+                    return Response::NotStored;
+                }
                 let (flags, expiry) = (item.flags(), item.expiry());
                 self.value_buf.clear();
                 self.store.copy_value(&item, &mut self.value_buf);

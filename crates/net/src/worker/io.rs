@@ -3,7 +3,7 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hkv_proto::output::Output;
 
@@ -43,6 +43,27 @@ impl Worker {
         // epoll reads one chunk past that cap.
         let once = cap < self.read_cap();
         self.arm_recv(t, once);
+    }
+
+    /// Throttled connections go back to `pending` every `THROTTLE_RETRY`, not at once:
+    /// handed straight back, they made every pass start again at once, and a worker spun
+    /// at 100% while clients that do not read kept all buffers over their limit (a
+    /// hostile probe; regression test in tests/reliability.rs). Returns the time left.
+    pub(super) fn throttled_due(&mut self, pending: &mut Vec<usize>) -> Option<Duration> {
+        if self.throttled.is_empty() {
+            self.throttle_due = None;
+            return None;
+        }
+        let now = Instant::now();
+        let due = *self.throttle_due.get_or_insert(now + super::THROTTLE_RETRY);
+        if now < due {
+            return Some(due - now);
+        }
+        self.throttle_due = None;
+        self.throttled.sort_unstable();
+        self.throttled.dedup();
+        pending.append(&mut self.throttled);
+        None
     }
 
     /// Input from `t` is not wanted for now (buffers over their limit, replies backed up):

@@ -45,6 +45,26 @@ impl Worker {
         }
     }
 
+    /// The unsent output from which a connection is not served in this pass, and what its
+    /// deferrable reads may add: the high-water mark for both; while all connections'
+    /// buffers together are over `--conn-buffer-mb`, a quarter and half of the floor, so a
+    /// client that does not read its replies gets no more of them (as memcached stops a
+    /// connection at a full socket) and every connection holds a fraction of the floor.
+    /// Each connection's own mark bounded only that connection: 1000 clients pipelining
+    /// GETs without reading held 2 GB (regression test in tests/reliability.rs).
+    pub(super) fn output_allowance(&self) -> (usize, usize) {
+        let high_water = self.shared.config.output_high_water;
+        let held = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);
+        if held > self.shared.config.conn_buffer_limit {
+            (
+                high_water.min(super::BUFFER_FLOOR / 4),
+                high_water.min(super::BUFFER_FLOOR / 2),
+            )
+        } else {
+            (high_water, high_water)
+        }
+    }
+
     /// PP for every connection with input, one engine batch, then WR.
     pub(super) fn process(&mut self, ready: &[usize]) {
         self.process_with(ready, None);
@@ -64,7 +84,7 @@ impl Worker {
             }
         }
         let limits = self.shared.config.limits;
-        let high_water = self.shared.config.output_high_water;
+        let (high_water, group_budget) = self.output_allowance();
         let now = unix_now();
         let mut plans: Vec<Plan> = Vec::new();
         let mut budget = self.pass_budget();
@@ -72,7 +92,7 @@ impl Worker {
         self.marks.clear();
         self.responses.clear();
         self.responses.value_budget = PASS_VALUE_BUDGET.max(high_water);
-        self.responses.group_budget = high_water;
+        self.responses.group_budget = group_budget;
         self.keys.reset();
         let keys = &self.keys;
         let sasl = self.shared.config.sasl.as_deref();

@@ -20,6 +20,37 @@ impl SlabStore {
         now: u32,
         on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Option<u32> {
+        self.clock_take(c, now, true, on_reclaim)
+    }
+
+    /// One CLOCK victim of class `donor` goes, all its chunks to their free lists: an item
+    /// of another class needs its index slot, not its memory. False if none could go.
+    pub(super) fn clock_evict_elsewhere(
+        &mut self,
+        donor: usize,
+        now: u32,
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> bool {
+        self.clock_take(donor, now, false, on_reclaim).is_some()
+    }
+
+    /// The class other than `c` with the most items, if it has more than `c`.
+    pub(super) fn fullest_class_but(&self, c: usize) -> Option<usize> {
+        let own = self.classes[c].items;
+        (0..self.classes.len())
+            .filter(|&i| i != c)
+            .max_by_key(|&i| self.classes[i].items)
+            .filter(|&i| self.classes[i].items > own)
+    }
+
+    /// CLOCK as above; with `keep`, the victim's chunk at the hand is kept for the caller.
+    fn clock_take(
+        &mut self,
+        c: usize,
+        now: u32,
+        keep: bool,
+        on_reclaim: &mut impl FnMut(&Item<'_>, Location, Reclaim),
+    ) -> Option<u32> {
         let slots = self.classes[c].slots();
         if slots == 0 {
             return None;
@@ -67,7 +98,8 @@ impl SlabStore {
             } else {
                 Reclaim::Evicted
             };
-            self.reclaim_victim(victim, kind, now, Some(encode(c, slot)), on_reclaim);
+            let kept = keep.then(|| encode(c, slot));
+            self.reclaim_victim(victim, kind, now, kept, on_reclaim);
             return Some(slot);
         }
         None
