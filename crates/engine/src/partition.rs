@@ -12,6 +12,7 @@ use crate::profile::OBSERVE_EVERY;
 use crate::stats::{EngineStats, WRITE_SAMPLE};
 use hkv_types::{After, Op, Request, Response, Responses};
 
+mod counter;
 mod delayed;
 mod fault;
 mod growth;

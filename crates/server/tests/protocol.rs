@@ -37,6 +37,9 @@ fn storage_retrieval_and_errors_in_memcacheds_words() {
             "delete a 5\r\n",
             "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
         ),
+        // More than three words after it: memcached never reaches its usage line.
+        ("delete a 0 noreply x\r\n", "ERROR\r\n"),
+        ("delete a 1 2 3\r\n", "ERROR\r\n"),
         ("bogus\r\n", "ERROR\r\n"),
         ("\r\n", "ERROR\r\n"),
         ("get\r\n", "ERROR\r\n"),

@@ -2,6 +2,7 @@
 //! touch, delete): the value stored, the item linked in place of the old version.
 
 use super::*;
+use counter::parse_counter;
 use hkv_types::flag_order;
 use meta::shown_on_created;
 
@@ -534,60 +535,5 @@ impl Partition {
             self.stats.task_mm_ns += t.elapsed().as_nanos() as u64 * WRITE_SAMPLE;
         }
         stored
-    }
-}
-
-/// memcached's `safe_strtoull` on an item value (`strtoull` then a check of what stops
-/// it): leading whitespace, an optional sign, decimal digits, then the end or whitespace
-/// (memcached pads shortened counters with spaces, and clients copy such values). A '-' is
-/// refused only where the wrapped result reads as negative, as memcached refuses it.
-fn parse_counter(v: &[u8]) -> Option<u64> {
-    let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
-    let start = v.iter().take_while(|b| is_space(b)).count();
-    let (neg, rest) = match v.get(start) {
-        Some(b'-') => (true, &v[start + 1..]),
-        Some(b'+') => (false, &v[start + 1..]),
-        _ => (false, &v[start..]),
-    };
-    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || rest.get(digits).is_some_and(|b| !is_space(b)) {
-        return None;
-    }
-    let n: u64 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
-    let n = if neg { n.wrapping_neg() } else { n };
-    (!neg || (n as i64) >= 0).then_some(n)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counters_parse_like_memcached() {
-        assert_eq!(parse_counter(b"0"), Some(0));
-        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_counter(b"18446744073709551616"), None);
-        assert_eq!(parse_counter(b"12  "), Some(12));
-        assert_eq!(parse_counter(b""), None);
-        assert_eq!(parse_counter(b"-1"), None);
-        assert_eq!(parse_counter(b"1a"), None);
-        assert_eq!(parse_counter(b" "), None);
-        assert_eq!(parse_counter(b"+"), None);
-    }
-
-    #[test]
-    fn regression_counters_with_leading_space_or_plus_count_as_in_memcached() {
-        // Found by scripts/differential-fuzz.py: memcached increments " 12", "+5" and
-        // "12 abc" (strtoull skips leading whitespace, takes a sign and stops at a space);
-        // hkv answered CLIENT_ERROR non-numeric.
-        assert_eq!(parse_counter(b" 12"), Some(12));
-        assert_eq!(parse_counter(b"\t12\r\n"), Some(12));
-        assert_eq!(parse_counter(b"+5"), Some(5));
-        assert_eq!(parse_counter(b"12 abc"), Some(12));
-        assert_eq!(parse_counter(b"00000000000000000000000001"), Some(1));
-        assert_eq!(parse_counter(b"-0"), Some(0));
-        assert_eq!(parse_counter(b"-18446744073709551615"), Some(1));
-        assert_eq!(parse_counter(b"- 1"), None);
-        assert_eq!(parse_counter(b"+-1"), None);
     }
 }

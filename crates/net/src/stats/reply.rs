@@ -172,8 +172,13 @@ fn cachedump(args: &[Vec<u8>], shared: &Shared, now: u32) -> Result<StatsReply, 
     let (Some(class), Some(limit)) = (num(args.first()), num(args.get(1))) else {
         return Err(StatsError::BadFormat);
     };
-    if class == 0 || class > shared.engine.class_reports().len() {
+    // memcached refuses only ids past its 64 classes; 0 and classes without items list
+    // nothing.
+    if class >= 64 {
         return Err(StatsError::Line(hkv_proto::errors::ILLEGAL_SLAB));
+    }
+    if class == 0 || class > shared.engine.class_reports().len() {
+        return Ok(StatsReply::Raw(b"END\r\n".to_vec()));
     }
     // memcached caps a dump at 2 MB of text; no more items than that can fill are listed
     // (the shortest line is 19 bytes).

@@ -212,7 +212,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 4 => tokens[2] == b"0" && noreply_at(3),
                 _ => false,
             };
-            if n < 2 {
+            // memcached takes 1 to 3 words after `delete` and answers ERROR otherwise.
+            if !(2..=4).contains(&n) {
                 return Parsed::error(ERROR, line_len);
             }
             let noreply = noreply_at(n - 1);
@@ -366,7 +367,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             (Some(b"metadump"), Some(list)) if n == 3 => {
                 let ids: Option<Vec<u32>> = list
                     .split(|&b| b == b',')
-                    .map(|t| parse_u32(t).filter(|&c| c > 0))
+                    // Ids as `crawl` takes them: memcached has classes 1 to 63.
+                    .map(|t| parse_u32(t).filter(|&c| (1..64).contains(&c)))
                     .collect();
                 match ids {
                     Some(ids) => cmd(Command::MetaDump { classes: Some(ids) }),

@@ -270,6 +270,7 @@ mod tests {
                 "BADCLASS invalid class id",
             ),
             (b"lru_crawler crawl 1,x\r\n", "BADCLASS invalid class id"),
+            (b"lru_crawler metadump 64\r\n", "BADCLASS invalid class id"),
             (
                 b"lru_crawler sleep 1000001\r\n",
                 "CLIENT_ERROR sleep must be one second or less",
