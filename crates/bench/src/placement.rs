@@ -354,14 +354,22 @@ fn workload(
     };
     let lines_startup = lines(p);
     let startup: Vec<f64> = placements.iter().map(|pl| predict(p, pl)).collect();
-    // Online correction, as in service: a fifth of a pass with every task on the device
-    // refits the device's lines from real batches (the reference refitted the CPU's), and
-    // a tenth with KC and RD apart each way refits RD's lines after a KC on the other
-    // processor (task affinity), which the two whole placements never run.
-    p.set_placement(Placement::all(Proc::Device));
-    engine_mix(p, &stream.head(stream.len() / 5), batch, &value, false);
-    for apart in ["IN=cpu,KC=cpu,RD=device", "IN=cpu,KC=device,RD=cpu"] {
-        p.set_placement(apart.parse().expect("a valid placement"));
+    // Online correction, as in service: a tenth of a pass per task with that task alone on
+    // the device refits the device's lines from real batches (the reference refitted the
+    // CPU's), as `auto` learns them in service, where it tries one task on the other
+    // processor at a time. (A fifth of a pass with every task on the device fitted lines
+    // to a device busy with all five: the search's line came out a fifth too slow for
+    // placements that put the search alone there.) KC and RD go together once more, and
+    // apart each way, since RD's lines are kept per processor of the KC before it (task
+    // affinity).
+    for one in [
+        "search=device,insert=cpu,delete=cpu,KC=cpu,RD=cpu",
+        "search=cpu,insert=device,delete=device,KC=cpu,RD=cpu",
+        "IN=cpu,KC=device,RD=device",
+        "IN=cpu,KC=cpu,RD=device",
+        "IN=cpu,KC=device,RD=cpu",
+    ] {
+        p.set_placement(one.parse().expect("a valid placement"));
         engine_mix(p, &stream.head(stream.len() / 10), batch, &value, false);
     }
     let lines_before = lines(p);
