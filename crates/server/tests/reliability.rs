@@ -402,9 +402,15 @@ fn regression_connections_that_kept_large_buffers_after_a_burst_are_served_again
             "burst{i}"
         );
     }
+    // Each idle connection is back well under the 64 KiB floor (measured: 16-36 KiB, the
+    // read buffer as reads left it), so none of them is throttled; before, each kept the
+    // ~76 KiB its body had grown.
     let mut admin = h.connect();
     let held = hkv_stat(&mut admin, "conn_buffer_bytes");
-    assert!(held < 1 << 20, "idle connections hold {held} bytes");
+    assert!(
+        held < 41 * (40 << 10),
+        "41 idle connections hold {held} bytes"
+    );
     drop(clients);
     let deadline = Instant::now() + Duration::from_secs(5);
     while stat(&mut admin, "", "curr_connections") != 1 {
