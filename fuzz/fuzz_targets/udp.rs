@@ -7,9 +7,11 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     match frame(data) {
-        Frame::Request { payload_at, .. } => assert!(payload_at <= data.len()),
-        Frame::MultiPacket { .. } => assert!(data.len() >= HEADER),
-        Frame::Drop => assert!(data.len() < HEADER),
+        Frame::Request { payload_at, .. } => {
+            assert!(payload_at < data.len());
+            assert_eq!(data[4..6], [0, 1]);
+        }
+        Frame::Drop => assert!(data.len() <= HEADER || data[4..6] != [0, 1]),
     }
     let id = data.first().copied().unwrap_or(0) as u16;
     let parts = datagrams(id, data);

@@ -117,6 +117,7 @@ impl Server {
         bound()?;
         let threads = config.threads.max(1);
         let io = choose_loop(config.io)?;
+        let verbose = config.verbose;
         let shared = Arc::new(Shared {
             engine,
             config,
@@ -133,6 +134,8 @@ impl Server {
             handoff: std::sync::OnceLock::new(),
             detail: Default::default(),
             loops_ready: AtomicUsize::new(0),
+            verbosity: std::sync::atomic::AtomicU8::new(verbose),
+            on_verbosity: std::sync::OnceLock::new(),
         });
         let mut handles = Vec::new();
         let mut wakers = Vec::new();
@@ -244,6 +247,12 @@ impl Server {
     /// The `-Y` file, to read again on SIGHUP. None without `-Y`.
     pub fn auth_file(&self) -> Option<Arc<AuthFile>> {
         self.shared.config.authfile.clone()
+    }
+
+    /// Runs `hook` with the new level whenever a client's `verbosity` changes it (the binary
+    /// reloads its log filter there). Only the first hook set is kept.
+    pub fn on_verbosity(&self, hook: impl Fn(u8) + Send + Sync + 'static) {
+        let _ = self.shared.on_verbosity.set(Box::new(hook));
     }
 
     /// A handle that stops the server from another thread (a signal handler's thread).

@@ -72,6 +72,12 @@ pub(crate) fn wr_compose(
                 return true;
             }
         }
+        Step::Verbosity { level, noreply } => {
+            shared.set_verbosity(level);
+            if !noreply {
+                line(out, "OK");
+            }
+        }
         Step::RefreshCerts => match control::refresh_certs(shared) {
             Ok(()) => line(out, "OK"),
             Err(e) => line(out, &e),

@@ -1,6 +1,6 @@
 //! What every worker thread shares.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use hkv_engine::SharedEngine;
@@ -39,9 +39,23 @@ pub(crate) struct Shared {
     pub detail: crate::stats::detail::PrefixStats,
     /// Workers whose event loop is set up (the server is ready when all are).
     pub loops_ready: std::sync::atomic::AtomicUsize,
+    /// The logging level: `-v` at start, then what `verbosity` set.
+    pub verbosity: AtomicU8,
+    /// What the embedding program does when `verbosity` changes the level (the binary
+    /// reloads its log filter).
+    pub on_verbosity: std::sync::OnceLock<VerbosityHook>,
 }
 
+pub type VerbosityHook = Box<dyn Fn(u8) + Send + Sync>;
+
 impl Shared {
+    pub(crate) fn set_verbosity(&self, level: u8) {
+        self.verbosity.store(level, Ordering::Relaxed);
+        if let Some(hook) = self.on_verbosity.get() {
+            hook(level);
+        }
+    }
+
     /// Stops every thread: sets the flag, then wakes each event loop to see it.
     pub(crate) fn stop_all(&self) {
         self.stop.store(true, Ordering::SeqCst);

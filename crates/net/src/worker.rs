@@ -461,6 +461,7 @@ impl Worker {
                     "error"
                 });
             watch::conn_event(watch, c.fd, &c.peer, Some(reason));
+            tracing::debug!(fd = c.fd, peer = %c.peer, reason, "connection closed");
             self.shared
                 .stats
                 .conn_buffer_bytes

@@ -14,7 +14,6 @@ pub const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
 pub const OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory storing object";
 pub const GET_OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory writing get response";
 pub const UNEXPECTED: &str = "SERVER_ERROR unexpected engine response";
-pub const MULTI_PACKET: &str = "SERVER_ERROR multi-packet request not supported";
 pub const ILLEGAL_SLAB: &str = "CLIENT_ERROR Illegal slab id";
 
 /// memcached's error line for an engine result that is a failure (or, for a result a

@@ -26,6 +26,11 @@ pub enum Step {
         noreply: bool,
     },
     Version,
+    /// `verbosity`: the server's logging level changes to `level`.
+    Verbosity {
+        level: u8,
+        noreply: bool,
+    },
     Shutdown {
         graceful: bool,
         invalid: bool,

@@ -3,33 +3,28 @@
 //! ```text
 //!  0..2 request id   2..4 sequence number   4..6 datagrams in message   6..8 reserved (0)
 //! ```
-//! Requests must fit one datagram; replies are split over as many as they need.
+//! Requests must fit one datagram; replies are split over as many as they need. As memcached
+//! 1.6 does, a request datagram must carry more than its header and announce a message of one
+//! datagram (its sequence number is not looked at); anything else is dropped unanswered, which
+//! also keeps a spoofed source from getting a reply it did not ask for.
 
 /// Largest datagram payload, header included (memcached's UDP_MAX_PAYLOAD_SIZE).
 pub const MAX_DATAGRAM: usize = 1400;
 pub const HEADER: usize = 8;
 
 pub enum Frame {
-    Request {
-        id: u16,
-        payload_at: usize,
-    },
-    /// memcached answers this instead of reassembling.
-    MultiPacket {
-        id: u16,
-    },
+    Request { id: u16, payload_at: usize },
     Drop,
 }
 
 pub fn frame(d: &[u8]) -> Frame {
-    if d.len() < HEADER {
+    if d.len() <= HEADER {
         return Frame::Drop;
     }
     let id = u16::from_be_bytes([d[0], d[1]]);
-    let seq = u16::from_be_bytes([d[2], d[3]]);
     let total = u16::from_be_bytes([d[4], d[5]]);
-    if seq != 0 || total != 1 {
-        return Frame::MultiPacket { id };
+    if total != 1 {
+        return Frame::Drop;
     }
     Frame::Request {
         id,
@@ -68,9 +63,26 @@ mod tests {
                 payload_at: 8
             }
         ));
+        // memcached 1.6 reads neither the sequence number nor the reserved bytes.
+        assert!(matches!(
+            frame(b"\x00\x07\x00\x03\x00\x01\x00\x09get a\r\n"),
+            Frame::Request {
+                id: 7,
+                payload_at: 8
+            }
+        ));
+        // Parts of a longer message, a message of no datagrams, a header alone, a runt.
         assert!(matches!(
             frame(b"\x00\x07\x00\x01\x00\x02\x00\x00get a\r\n"),
-            Frame::MultiPacket { id: 7 }
+            Frame::Drop
+        ));
+        assert!(matches!(
+            frame(b"\x00\x07\x00\x00\x00\x00\x00\x00get a\r\n"),
+            Frame::Drop
+        ));
+        assert!(matches!(
+            frame(b"\x00\x07\x00\x00\x00\x01\x00\x00"),
+            Frame::Drop
         ));
         assert!(matches!(frame(b"\x00\x07"), Frame::Drop));
         let reply = vec![b'x'; 3000];

@@ -8,9 +8,22 @@ use clap::Parser;
 use hkv_engine::{EngineConfig, SharedEngine};
 use hkv_net::{NetConfig, Server};
 use hkv_proto::text::Limits;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
 
 use cli::Cli;
 use config::Settings;
+
+/// memcached's `-v` levels as log filters: warnings and errors, then information, then
+/// every request's detail.
+fn log_filter(verbose: u8) -> tracing_subscriber::EnvFilter {
+    tracing_subscriber::EnvFilter::new(match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    })
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -19,18 +32,15 @@ fn main() -> anyhow::Result<()> {
         print!("{}", toml::to_string(&settings)?);
         return Ok(());
     }
-    let level = match settings.verbose {
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
-    };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .with_writer(std::io::stderr)
+    // RUST_LOG, when set, wins over -v and over `verbosity`.
+    let from_env = tracing_subscriber::EnvFilter::try_from_default_env().ok();
+    let fixed = from_env.is_some();
+    let (filter, log_level) = tracing_subscriber::reload::Layer::new(
+        from_env.unwrap_or_else(|| log_filter(settings.verbose)),
+    );
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
         .init();
 
     memcached_only_flags(&cli)?;
@@ -207,6 +217,13 @@ fn main() -> anyhow::Result<()> {
         write_port_file(std::path::Path::new(&path), &server)?;
     }
 
+    if !fixed {
+        server.on_verbosity(move |level| {
+            if let Err(e) = log_level.reload(log_filter(level)) {
+                tracing::warn!(error = %e, "could not change the log level");
+            }
+        });
+    }
     let stopper = server.stopper();
     let certs = server.refresher();
     let users = server.auth_file();

@@ -205,3 +205,53 @@ fn stats_hkv_profiles_the_workload() {
     let uniform = profile(&mut c, "profile_top_key_share");
     assert!(uniform < 0.1, "3000 keys: top share {uniform}");
 }
+
+#[test]
+fn verbosity_changes_the_log_level_and_stats_settings() {
+    // memcached: `verbosity N` sets the level `stats settings` shows (capped at 2, the low 32
+    // bits of the number) and what it logs; hkv logged at its start-up level for good.
+    let log = std::env::temp_dir().join(format!("hkv-verbosity-{}.log", std::process::id()));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(["-p", "0", "-l", "127.0.0.1"])
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let addr: std::net::SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let closed_lines = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .matches("connection closed")
+            .count()
+    };
+    let mut c = Client::connect(addr);
+    assert_eq!(c.stat("settings", "verbosity").unwrap(), "0");
+    Client::connect(addr).expect("quit\r\n", "");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(closed_lines(), 0, "level 0 logs no connection");
+    c.expect("verbosity 2\r\n", "OK\r\n");
+    assert_eq!(c.stat("settings", "verbosity").unwrap(), "2");
+    Client::connect(addr).expect("quit\r\n", "");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while closed_lines() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(closed_lines() > 0, "verbosity 2 logs connections closing");
+    c.expect("verbosity 9\r\n", "OK\r\n");
+    assert_eq!(c.stat("settings", "verbosity").unwrap(), "2");
+    c.expect("verbosity 4294967297 noreply\r\n", "");
+    assert_eq!(c.stat("settings", "verbosity").unwrap(), "1");
+    c.expect(
+        "verbosity -1\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+    );
+    c.expect("verbosity 0\r\n", "OK\r\n");
+    assert_eq!(c.stat("settings", "verbosity").unwrap(), "0");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&log);
+}

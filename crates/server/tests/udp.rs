@@ -73,23 +73,52 @@ fn single_and_multi_datagram_replies() {
 }
 
 #[test]
-fn malformed_and_multi_datagram_requests_are_rejected_as_memcached_does() {
+fn malformed_and_multi_datagram_requests_are_dropped_as_memcached_does() {
     let h = Hkv::start(&["--udp-listen", "127.0.0.1:0"]);
     let s = udp_client(&h);
-    // Part of a multi-datagram request: memcached answers with an error, not reassembly.
-    s.send(&request(3, 0, 2, b"get a\r\n")).unwrap();
-    let (_, body) = reply(&s, 3);
-    assert_eq!(body, b"SERVER_ERROR multi-packet request not supported\r\n");
-    // Shorter than the frame header: dropped without a reply.
-    s.send(b"\x00\x01").unwrap();
     s.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     let mut buf = [0u8; 100];
-    assert!(s.recv(&mut buf).is_err(), "a runt datagram got a reply");
+    // memcached 1.6 drops, unanswered: part of a multi-datagram request, a message announcing
+    // no datagrams, a header with nothing after it, a runt shorter than the header.
+    for (what, d) in [
+        ("part of a longer message", request(3, 0, 2, b"get a\r\n")),
+        ("a message of 0 datagrams", request(3, 0, 0, b"get a\r\n")),
+        ("a header alone", request(3, 0, 1, b"")),
+        ("a runt", b"\x00\x01".to_vec()),
+    ] {
+        s.send(&d).unwrap();
+        assert!(s.recv(&mut buf).is_err(), "{what} got a reply");
+    }
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // It reads neither the sequence number nor the reserved field of a request.
+    s.send(&request(5, 3, 1, b"get nothing\r\n")).unwrap();
+    assert_eq!(reply(&s, 5).1, b"END\r\n");
     // Still serving, over UDP and TCP.
     s.send(&request(4, 0, 1, b"get nothing\r\n")).unwrap();
     assert_eq!(reply(&s, 4).1, b"END\r\n");
+    assert_healthy(&h);
+}
+
+#[test]
+fn regression_requests_with_nothing_to_answer_get_no_datagram() {
+    // memcached sends nothing for noreply and quiet commands; hkv sent an empty 8-byte frame
+    // for each, which doubles the datagrams of a noreply SET stream and can be reflected.
+    let h = Hkv::start(&["--udp-listen", "127.0.0.1:0"]);
+    let s = udp_client(&h);
+    for (id, body) in [
+        (1u16, &b"set q 0 0 1 noreply\r\n1\r\n"[..]),
+        (2, b"ms q 1 q\r\n2\r\n"),
+        (3, b"mg missing v q\r\n"),
+        (4, b"verbosity 1 noreply\r\n"),
+        (5, &bin_req(0x09, b"missing", &[], &[], 5)), // GETQ of a missing key
+    ] {
+        s.send(&request(id, 0, 1, body)).unwrap();
+    }
+    // The next reply to arrive is that of request 6: none came for 1-5.
+    s.send(&request(6, 0, 1, b"mg q v\r\n")).unwrap();
+    let (_, body) = reply(&s, 6);
+    assert_eq!(body, b"VA 1\r\n2\r\n");
     assert_healthy(&h);
 }
 

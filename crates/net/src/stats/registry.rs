@@ -186,7 +186,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "tcpport", Setting, "-p", |s| Val::U(u64::from(s.shared.config.listen.port()));
     "udpport", Setting, "-U", |s| Val::U(u64::from(s.shared.config.udp_listen.map_or(0, |a| a.port())));
     "inter", Setting, "-l", |s| Val::S(s.shared.config.listen.ip().to_string());
-    "verbosity", Setting, "-v", |s| Val::U(u64::from(s.shared.config.verbose));
+    "verbosity", Setting, "-v", |s| Val::U(u64::from(s.shared.verbosity.load(Ordering::Relaxed)));
     "evictions", Setting, "evict when full (-M: off)", |s| Val::Str(if s.shared.engine.evictions_enabled() { "on" } else { "off" });
     "domain_socket", Setting, "-s", |s| Val::S(s.shared.config.unix_socket.as_ref().map_or("NULL".into(), |p| p.display().to_string()));
     "shutdown_command", Setting, "-A", |s| Val::Str(if s.shared.config.enable_shutdown { "yes" } else { "no" });

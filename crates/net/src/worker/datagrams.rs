@@ -21,7 +21,6 @@ impl Worker {
         let refuse = self.shared.config.sasl.is_some() || self.shared.config.authfile.is_some();
         let stats = &self.shared.stats;
         let reqs = &mut self.udp_reqs;
-        let mut errors: Vec<(std::net::SocketAddr, u16)> = Vec::new();
         while reqs.len() < UDP_PER_PASS {
             let got = batch.receive(sock, |peer, d| {
                 stats
@@ -39,7 +38,6 @@ impl Worker {
                             reply: Vec::new(),
                         });
                     }
-                    crate::udp::Frame::MultiPacket { id } => errors.push((peer, id)),
                     crate::udp::Frame::Drop => {}
                 }
             });
@@ -61,12 +59,6 @@ impl Worker {
                     self.udp_ready = false;
                     break;
                 }
-            }
-        }
-        for (peer, id) in errors {
-            let msg = format!("{}\r\n", hkv_proto::errors::MULTI_PACKET);
-            for dg in crate::udp::datagrams(id, msg.as_bytes()) {
-                batch.out.push((peer, dg));
             }
         }
     }

@@ -272,6 +272,7 @@ impl Worker {
         let token = self.conns.vacant_key();
         let (fd, addr, listen) = stream.describe();
         watch::conn_event(self.shared.engine.watch(), fd, &addr, None);
+        tracing::debug!(fd, peer = %addr, worker = self.id, "new client connection");
         let mut conn = Conn::new(stream);
         // -B: the protocol is fixed, not read from the first byte.
         conn.binary = self

@@ -415,6 +415,10 @@ impl Worker {
                 };
                 hkv_proto::reply::line(&mut whole, error);
             }
+            // Nothing to say (noreply, quiet meta commands): no datagram, as memcached.
+            if whole.is_empty() {
+                continue;
+            }
             if let Some(batch) = self.udp_batch.as_mut() {
                 for dg in crate::udp::datagrams(r.id, &whole) {
                     batch.out.push((r.peer, dg));

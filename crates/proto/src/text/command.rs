@@ -52,7 +52,9 @@ pub enum Command<'a> {
         noreply: bool,
     },
     Version,
+    /// `verbosity <level>`: the level, capped at 2 as memcached caps it.
     Verbosity {
+        level: u8,
         noreply: bool,
     },
     Quit,

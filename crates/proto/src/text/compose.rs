@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(
             out,
             format!(
-                "VERSION {}\r\nERROR\r\nCONTROL\r\nCONTROL\r\nOK\r\n",
+                "VERSION {}\r\nERROR\r\nCONTROL\r\nCONTROL\r\nCONTROL\r\n",
                 crate::reply::VERSION
             )
         );

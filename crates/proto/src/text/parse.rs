@@ -307,10 +307,14 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 return Parsed::error(ERROR, line_len);
             }
             let noreply = noreply_at(n - 1);
-            if parse_u64(tokens[1]).is_none() {
+            let Some(level) = parse_u64(tokens[1]) else {
                 return quiet_error(BAD_FORMAT, line_len, noreply);
-            }
-            cmd(Command::Verbosity { noreply })
+            };
+            // memcached keeps the number's low 32 bits and caps the level at 2.
+            cmd(Command::Verbosity {
+                level: (level as u32).min(2) as u8,
+                noreply,
+            })
         }
         b"watch" => {
             // Bare `watch` is `watch fetchers`, as in memcached; an unknown stream is ERROR.

@@ -85,11 +85,7 @@ pub fn plan_command<'a>(
             return true;
         }
         Command::Version => steps.push(Step::Version),
-        Command::Verbosity { noreply } => {
-            if !noreply {
-                steps.push(Step::Text("OK"));
-            }
-        }
+        Command::Verbosity { level, noreply } => steps.push(Step::Verbosity { level, noreply }),
         Command::Quit => {
             *close = true;
         }
