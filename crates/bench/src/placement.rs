@@ -90,6 +90,9 @@ impl Row {
 /// What a workload contributes to the closing lines.
 struct Outcome {
     errors: Vec<f64>,
+    /// Of the placements in `errors`, those whose error is no larger than the run-to-run
+    /// spread of their own measurement: there the model is as close as the machine can tell.
+    errors_in_spread: usize,
     startup_errors: Vec<f64>,
     auto_gap: f64,
     within_spread: bool,
@@ -145,6 +148,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "model error avg {:.1}% max {:.1}% (placements other than the all-CPU reference)",
         avg * 100.0,
         max * 100.0
+    );
+    let in_spread_errors: usize = outcomes.iter().map(|o| o.errors_in_spread).sum();
+    println!(
+        "model error within the run-to-run spread of the measurement on {in_spread_errors} of {} placements",
+        errors.len()
     );
     println!("chosen within {:.1}% of the best", worst * 100.0);
     Ok(())
@@ -437,6 +445,7 @@ fn workload(
     );
     let mut errors = Vec::new();
     let mut startup_errors = Vec::new();
+    let mut errors_in_spread = 0;
     for r in &rows {
         let m = r.median();
         let e = (r.predicted_mops - m).abs() / m;
@@ -446,6 +455,7 @@ fn workload(
         if r.placement != cpu {
             errors.push(e);
             startup_errors.push(e0);
+            errors_in_spread += usize::from(e <= r.spread());
         }
         println!(
             "  {:<62} {:>8.3} {:>8.3} {:>8.3} {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1} {:>8.1}",
@@ -514,6 +524,7 @@ fn workload(
     );
     Ok(Outcome {
         errors,
+        errors_in_spread,
         startup_errors,
         auto_gap: gap,
         within_spread,
