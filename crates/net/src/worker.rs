@@ -33,6 +33,10 @@ const UDP: Token = Token(usize::MAX - 1);
 /// Datagrams taken per pass; more wait for the next pass.
 const UDP_PER_PASS: usize = 64;
 /// Longest a stopping worker spends answering what its clients already sent.
+/// How long the connection exempt from the buffer limit may go without input before another
+/// part way through a request takes its place: long enough for a client's own pauses between
+/// sends, short against a request that waits for the slot.
+const EXEMPT_STALL: Duration = Duration::from_millis(50);
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// Value bytes a pass copies for deferrable reads, all connections together (each
 /// connection also stops at the output high-water mark); the rest wait for the next pass.
@@ -71,6 +75,9 @@ pub(crate) struct Worker {
     /// Over the limit, one connection per worker part way through a request still reads, so
     /// large requests finish one after another instead of all waiting for each other.
     exempt: Option<usize>,
+    /// When the exempt connection last had input: one that stops part way through a value
+    /// (a stalled or hostile client) gives the slot up after EXEMPT_STALL.
+    exempt_seen: Instant,
     udp: Option<mio::net::UdpSocket>,
     udp_ready: bool,
     udp_reqs: Vec<crate::udp::UdpRequest>,
@@ -168,6 +175,7 @@ impl Worker {
             throttled: Vec::new(),
             throttle_due: None,
             exempt: None,
+            exempt_seen: Instant::now(),
             udp_ready: udp.is_some(),
             udp_batch: udp.is_some().then(|| Box::new(crate::udp::UdpBatch::new())),
             udp,
@@ -503,8 +511,10 @@ impl Worker {
                     self.exempt = None;
                 }
                 if over {
-                    if mid_request && self.exempt.is_none_or(|e| e == t) {
+                    let stalled = self.exempt_seen.elapsed() > EXEMPT_STALL;
+                    if mid_request && (self.exempt.is_none_or(|e| e == t) || stalled) {
                         self.exempt = Some(t);
+                        self.exempt_seen = Instant::now();
                     } else if c.buffer_bytes() < BUFFER_FLOOR {
                         stats.conn_buffer_throttled.fetch_add(1, Ordering::Relaxed);
                         cap = BUFFER_FLOOR / 4;

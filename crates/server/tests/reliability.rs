@@ -375,6 +375,48 @@ fn regression_connection_buffers_have_a_total_bound() {
 }
 
 #[test]
+fn regression_stalled_large_requests_do_not_keep_others_from_finishing() {
+    // Above --conn-buffer-mb one connection per worker part way through a request still
+    // reads. An attacker's connections that stop part way through their values took that slot
+    // for good, so a client's complete large SET was never read to its end.
+    let h = Hkv::start(&["-t", "1", "-m", "32", "-I", "2m", "--conn-buffer-mb", "4"]);
+    let part = vec![b'q'; 1_000_000];
+    let mut stalled: Vec<Client> = (0..16).map(|_| h.connect()).collect();
+    for (i, c) in stalled.iter_mut().enumerate() {
+        c.stream
+            .set_write_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        c.send(format!("set stalled{i} 0 0 1500000\r\n").as_bytes());
+        let _ = c.stream.write_all(&part);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut admin = h.connect();
+    assert!(hkv_stat(&mut admin, "conn_buffer_throttled") > 0);
+    let value = vec![b'v'; 1_500_000];
+    let mut legit = h.connect();
+    legit
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let writer = {
+        let mut s = legit.stream.try_clone().unwrap();
+        let mut req = b"set legit 0 0 1500000\r\n".to_vec();
+        req.extend_from_slice(&value);
+        req.extend_from_slice(b"\r\n");
+        std::thread::spawn(move || s.write_all(&req))
+    };
+    assert_eq!(legit.read_until(b"\r\n"), "STORED\r\n");
+    writer.join().unwrap().unwrap();
+    legit.send(b"get legit\r\n");
+    let mut want = b"VALUE legit 0 1500000\r\n".to_vec();
+    want.extend_from_slice(&value);
+    want.extend_from_slice(b"\r\nEND\r\n");
+    assert!(read_exact(&mut legit, want.len()) == want, "legit's value");
+    assert_healthy(&h);
+    drop(stalled);
+}
+
+#[test]
 fn regression_connections_that_kept_large_buffers_after_a_burst_are_served_again() {
     // After a burst of 60 KB SETs (bodies below the staging size, so buffered) every
     // connection kept its grown input buffer, idle. Together they stayed over
