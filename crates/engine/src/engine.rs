@@ -47,6 +47,8 @@ pub struct EngineConfig {
     /// Evict live items when memory is spent (memcached's default; `-M`: false, and a
     /// write that needs memory answers out of memory instead).
     pub evictions: bool,
+    /// `-C` turns CAS off: every CAS reads 0 and no compare matches.
+    pub cas: bool,
     /// `-e`: the memory budget is this file (a warm restart when it carries a saved image).
     pub memory_file: Option<MemoryFile>,
 }
@@ -81,6 +83,7 @@ impl Default for EngineConfig {
             placement: crate::Placement::AUTO,
             share_device_table: true,
             evictions: true,
+            cas: true,
             memory_file: None,
         }
     }
@@ -189,6 +192,7 @@ impl Engine {
             growth_factor: config.growth_factor,
             cas_start: p as u64 + 1,
             cas_step: config.partitions as u64,
+            cas: config.cas,
         };
         let mut indexes = Vec::with_capacity(config.partitions as usize);
         let mut restored = Vec::new();

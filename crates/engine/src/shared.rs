@@ -510,6 +510,11 @@ impl SharedEngine {
         self.lock(0).store().evictions_enabled()
     }
 
+    /// False with `-C`.
+    pub fn cas_enabled(&self) -> bool {
+        self.lock(0).store().cas_enabled()
+    }
+
     pub fn automove(&self) -> bool {
         self.lock(0).store().automove()
     }

@@ -114,8 +114,8 @@ pub struct Cli {
     /// Raise the core file size limit to the hard limit (memcached's -r).
     #[arg(short = 'r', long = "enable-coredumps")]
     pub enable_coredumps: bool,
-    /// memcached's -C. Accepted so memcached's command lines start hkv, but CAS stays on
-    /// (a warning says so): gets reports CAS values and cas compares them.
+    /// Turn CAS off (memcached's -C): gets and mg report 0 and no CAS compare matches (items
+    /// keep their header's 8-byte CAS field; hkv saves no memory by it).
     #[arg(short = 'C', long = "disable-cas")]
     pub disable_cas: bool,
     /// memcached's -R. Accepted (more than 0) with a warning: hkv bounds the requests taken

@@ -134,6 +134,7 @@ fn main() -> anyhow::Result<()> {
         vector_placement: settings.vector_placement(),
         placement: settings.placement(),
         evictions: !cli.disable_evictions,
+        cas: !cli.disable_cas,
         memory_file,
         ..EngineConfig::default()
     })?;
@@ -349,10 +350,6 @@ fn memcached_only_flags(cli: &Cli) -> anyhow::Result<()> {
         }
     }
     let ignored = [
-        (
-            cli.disable_cas,
-            "-C: CAS stays on in hkv (gets reports CAS values, cas compares them)",
-        ),
         (cli.enable_largepages, "-L: no meaning in hkv, ignored"),
         (
             cli.slab_min_size.is_some(),

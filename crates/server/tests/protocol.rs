@@ -91,6 +91,37 @@ fn cas_flow() {
 }
 
 #[test]
+fn disable_cas_reports_zero_and_never_matches_as_memcached_does() {
+    // memcached -C (checked side by side with 1.6.18); hkv ignored -C with a warning.
+    let h = Hkv::start(&["-C"]);
+    let mut c = h.connect();
+    let conv: &[(&str, &str)] = &[
+        ("set a 0 0 1\r\n1\r\n", "STORED\r\n"),
+        ("gets a\r\n", "VALUE a 0 1 0\r\n1\r\nEND\r\n"),
+        ("cas a 0 0 1 0\r\n2\r\n", "EXISTS\r\n"),
+        ("cas a 0 0 1 5\r\n2\r\n", "EXISTS\r\n"),
+        ("cas zz 0 0 1 5\r\n2\r\n", "NOT_FOUND\r\n"),
+        ("mg a c v\r\n", "VA 1 c0\r\n1\r\n"),
+        ("ms a 1 C0\r\n3\r\n", "EX\r\n"),
+        ("ms a 1 C5\r\n3\r\n", "EX\r\n"),
+        ("incr a 1\r\n", "2\r\n"),
+        ("gets a\r\n", "VALUE a 0 1 0\r\n2\r\nEND\r\n"),
+        ("append a 0 0 1\r\nx\r\n", "STORED\r\n"),
+        ("gats 0 a\r\n", "VALUE a 0 2 0\r\n2x\r\nEND\r\n"),
+        ("md a C0 q\r\nmn\r\n", "MN\r\n"),
+        ("get a\r\n", "END\r\n"),
+    ];
+    for (send, want) in conv {
+        c.expect(send, want);
+    }
+    assert_eq!(c.stat("settings", "cas_enabled").unwrap(), "no");
+    let with_cas = Hkv::start(&[]);
+    let mut on = with_cas.connect();
+    assert_eq!(on.stat("settings", "cas_enabled").unwrap(), "yes");
+    assert_healthy(&h);
+}
+
+#[test]
 fn noreply_suppresses_replies_and_pipelines_stay_in_order() {
     let h = Hkv::start(&["-t", "2"]);
     let mut c = h.connect();

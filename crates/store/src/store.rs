@@ -39,6 +39,9 @@ pub struct StoreConfig {
     /// CAS values are `cas_start + k * cas_step`, so partitions never hand out the same one.
     pub cas_start: u64,
     pub cas_step: u64,
+    /// memcached's `-C` turns CAS off: every item's CAS is 0, so `gets` reports 0 and a
+    /// compare never matches.
+    pub cas: bool,
 }
 
 impl Default for StoreConfig {
@@ -49,6 +52,7 @@ impl Default for StoreConfig {
             growth_factor: 1.25,
             cas_start: 1,
             cas_step: 1,
+            cas: true,
         }
     }
 }
@@ -89,6 +93,7 @@ pub struct SlabStore {
     page_size: usize,
     stats: StoreStats,
     next_cas: u64,
+    /// 0 with CAS off (`-C`): the counter never moves and hands out 0.
     cas_step: u64,
     /// Background sweep position: (class, slot).
     sweep_at: (usize, u32),
@@ -143,8 +148,16 @@ impl SlabStore {
             small_class,
             page_size: config.page_size,
             stats: StoreStats::default(),
-            next_cas: config.cas_start.max(1),
-            cas_step: config.cas_step.max(1),
+            next_cas: if config.cas {
+                config.cas_start.max(1)
+            } else {
+                0
+            },
+            cas_step: if config.cas {
+                config.cas_step.max(1)
+            } else {
+                0
+            },
             sweep_at: (0, 0),
             automove: true,
             evict: true,
@@ -321,7 +334,8 @@ impl SlabStore {
     pub fn set_cas(&mut self, loc: Location, cas: Option<u64>) -> Option<u64> {
         let next = self.next_cas;
         let chunk = self.live_chunk_mut(loc)?;
-        let v = cas.unwrap_or(next);
+        // With CAS off (`-C`) meta `E` sets nothing either, as in memcached.
+        let v = if next == 0 { 0 } else { cas.unwrap_or(next) };
         chunk[OFF_CAS..OFF_CAS + 8].copy_from_slice(&v.to_le_bytes());
         if cas.is_none() {
             self.take_cas();
@@ -534,6 +548,11 @@ impl SlabStore {
 
     pub fn evictions_enabled(&self) -> bool {
         self.evict
+    }
+
+    /// False with `-C`.
+    pub fn cas_enabled(&self) -> bool {
+        self.cas_step != 0
     }
 
     pub fn page_size(&self) -> usize {

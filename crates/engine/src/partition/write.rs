@@ -139,7 +139,9 @@ impl Partition {
                     return Response::NotFound;
                 };
                 let item = self.store.get(loc).expect("found live above");
-                if item.cas() != req.cas {
+                // A CAS of 0 never matches (memcached: no CAS given), even with `-C`, where
+                // every item's CAS is 0.
+                if item.cas() != req.cas || req.cas == 0 {
                     // meta `ms I`: an older CAS still stores, as a stale item (not C0,
                     // which memcached never takes for a CAS: EX).
                     if req.meta.invalidate && req.cas != 0 && req.cas < item.cas() {

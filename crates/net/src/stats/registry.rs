@@ -197,7 +197,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "stat_key_prefix", Setting, "the prefix delimiter of stats detail (fixed)", |_| Val::Str(":");
     "detail_enabled", Setting, "stats detail on|off", |s| Val::Str(if s.shared.detail.enabled() { "yes" } else { "no" });
     "reqs_per_event", Setting, "requests taken from one connection per pass", |s| Val::U(s.shared.config.reqs_per_event as u64);
-    "cas_enabled", Setting, "CAS is always on", |_| Val::Str("yes");
+    "cas_enabled", Setting, "-C: off", |s| Val::Str(if s.shared.engine.cas_enabled() { "yes" } else { "no" });
     "binding_protocol", Setting, "-B: the protocol connections speak, or auto-negotiate (by the first byte)", |s| Val::Str(match s.shared.config.binding {
         None => "auto-negotiate",
         Some(crate::config::Binding::Ascii) => "ascii",

@@ -92,7 +92,9 @@ impl SlabStore {
             now,
             chunk_sizes(config.growth_factor, config.page_size).len()
         );
-        store.next_cas = image.next_cas.max(1);
+        if store.cas_enabled() {
+            store.next_cas = image.next_cas.max(1);
+        }
         let part_cap = store.part_cap();
         for (c, (class, saved)) in store.classes.iter_mut().zip(&image.classes).enumerate() {
             let class_err = |why: String| RestoreError::Class { class: c, why };
