@@ -53,7 +53,7 @@ DEVIATIONS = {
     "stats-conns.t": "expects a connection caught mid-read in conn_nread, and the UDP "
                      "listener in stats conns",
     "stats.t": "memcached's full stats list (83 names; hkv has no segmented LRU), "
-               "get_expired for items stored already expired, get_flushed",
+               "get_flushed (hkv's flush_all frees at once), foo in slab class 1",
     "watcher.t": "the skipped-lines count of memcached's log buffer",
     "watcher_connid.t": "memcached logs an item_get inside every set",
 }

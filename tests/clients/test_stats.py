@@ -11,13 +11,13 @@ NOT_REPORTED = {
     "": {
         "libevent", "response_obj_oom", "response_obj_count", "response_obj_bytes",
         "read_buf_count", "read_buf_bytes", "read_buf_bytes_free", "read_buf_oom", "reserved_fds",
-        "time_in_listen_disabled_us", "slab_reassign_rescues",
+        "slab_reassign_rescues",
         "slab_reassign_chunk_rescues", "slab_reassign_evictions_nomem", "slab_reassign_inline_reclaim",
         "slab_reassign_busy_deletes",
         "lru_maintainer_juggles", "malloc_fails", "log_worker_dropped", "log_worker_written",
         "unexpected_napi_ids",
         "round_robin_fallback", "evicted_active",
-        "lrutail_reflocked", "moves_to_cold", "moves_to_warm", "moves_within_lru", "direct_reclaims",
+        "moves_to_cold", "moves_to_warm", "moves_within_lru", "direct_reclaims",
         "lru_bumps_dropped",
     },
     "settings": {

@@ -93,8 +93,8 @@ impl Dispatch {
         shared.stop_all();
     }
 
-    fn note_starved(&self, e: &std::io::Error) {
-        note_starved(&self.shared, e);
+    fn note_starved(&self, e: &std::io::Error, pause: Duration) {
+        note_starved(&self.shared, e, pause);
     }
 }
 
@@ -127,13 +127,19 @@ pub(crate) fn admit(shared: &Shared, stream: &mut Stream) -> bool {
     true
 }
 
-/// An accept that failed for want of descriptors or memory (`listen_disabled_num`).
-pub(crate) fn note_starved(shared: &Shared, e: &std::io::Error) {
+/// An accept that failed for want of descriptors or memory (`listen_disabled_num`), and
+/// how long accepting then pauses (`time_in_listen_disabled_us`; zero where a multishot
+/// accept goes on by itself).
+pub(crate) fn note_starved(shared: &Shared, e: &std::io::Error, pause: Duration) {
     tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
     shared
         .stats
         .listen_disabled_num
         .fetch_add(1, Ordering::Relaxed);
+    shared
+        .stats
+        .time_in_listen_disabled_us
+        .fetch_add(pause.as_micros() as u64, Ordering::Relaxed);
 }
 
 fn accept_epoll(mut poll: Poll, mut listeners: Vec<Listener>, d: &Dispatch) {
@@ -171,7 +177,7 @@ fn accept_epoll(mut poll: Poll, mut listeners: Vec<Listener>, d: &Dispatch) {
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                     Err(e) => {
-                        d.note_starved(&e);
+                        d.note_starved(&e, BACKOFF);
                         backoff = Some(BACKOFF);
                         break;
                     }
@@ -278,7 +284,7 @@ fn accept_uring(mut poll: Poll, listeners: Vec<Listener>, d: &Dispatch) -> Resul
                     return Err((poll, listeners, e));
                 }
                 libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
-                    d.note_starved(&e);
+                    d.note_starved(&e, if more { Duration::ZERO } else { BACKOFF });
                     if !more {
                         let t = opcode::Timeout::new(&timespec)
                             .build()

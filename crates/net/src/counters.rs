@@ -57,6 +57,7 @@ pub struct ServerStats {
     pub auth_errors: AtomicU64,
     /// Times accepting paused for want of file descriptors (memcached's name).
     pub listen_disabled_num: AtomicU64,
+    pub time_in_listen_disabled_us: AtomicU64,
     /// Wall time of each worker event-loop phase, by DIDO task, summed over passes.
     pub tasks: TaskTimes,
     /// How long requests took inside the server (see [`Latency`]).

@@ -165,6 +165,8 @@ fn regression_an_idle_worker_resumes_accepting_after_running_out_of_descriptors(
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+        // Each failure pauses accepting for 10 ms, counted as memcached counts it.
+        assert!(admin.stat_u64("", "time_in_listen_disabled_us").unwrap() >= 10_000);
         set_soft_nofile(h.pid(), lowest_free + 64);
         let mut buf = [0u8; 64];
         let n = c.read(&mut buf).unwrap_or(0);

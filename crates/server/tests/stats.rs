@@ -37,6 +37,11 @@ fn counters_are_counted_and_reset_gauges_are_not() {
     c.call("set a 0 0 1\r\n1\r\n", "STORED\r\n");
     assert_eq!(c.stat("", "cmd_set").unwrap(), "1");
     c.expect("stats sizes\r\n", "STAT sizes_status disabled\r\nEND\r\n");
+    // An item stored already expired is stored, as memcached stores it, and its GET counts
+    // in get_expired (hkv dropped it on arrival: a plain miss).
+    c.call("set gone 0 -1 1\r\n1\r\n", "STORED\r\n");
+    c.call("get gone\r\n", "END\r\n");
+    assert_eq!(c.stat("", "get_expired").unwrap(), "1");
     c.expect("stats nonsense\r\n", "ERROR\r\n");
 }
 

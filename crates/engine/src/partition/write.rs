@@ -402,16 +402,10 @@ impl Partition {
         now: u32,
         cur: Option<Location>,
     ) -> Response {
-        match expiry_from_exptime(exptime, now) {
-            Expiry::AlreadyExpired => {
-                // memcached stores it and it is never seen again: the old value is gone too.
-                if let Some(old) = cur {
-                    self.unlink(key, h, old);
-                }
-                Response::Stored
-            }
-            e => self.store_raw(key, h, value, flags, e.to_raw(), now, cur),
-        }
+        // An exptime already past is stored as memcached stores it: never seen again, the old
+        // value gone, and a GET of it counted in get_expired.
+        let e = expiry_from_exptime(exptime, now);
+        self.store_raw(key, h, value, flags, e.to_raw(), now, cur)
     }
 
     /// MM for a new version of `key` (its IN waits in the same-key table); `cur` is the live

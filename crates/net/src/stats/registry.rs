@@ -151,6 +151,7 @@ pub(crate) static GENERAL: &[Def] = defs![
     "limit_maxbytes", Setting, "-m in bytes (cache_memlimit moves it)", |s| Val::U(s.shared.engine.arena().limit() as u64);
     "accepting_conns", Gauge, "1 while the listener accepts", |_| Val::U(1);
     "listen_disabled_num", Counter, "times accepting paused (out of file descriptors)", |s| s.server(|v| load(&v.listen_disabled_num));
+    "time_in_listen_disabled_us", Counter, "microseconds accepting was paused", |s| s.server(|v| load(&v.time_in_listen_disabled_us));
     "ssl_handshake_errors", Counter, "TLS handshakes that failed (-Z)", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(load(&t.handshake_errors)));
     "ssl_proto_errors", Counter, "fatal TLS errors after the handshake (-Z)", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(load(&t.proto_errors)));
     "time_since_server_cert_refresh", Gauge, "seconds since the certificate was loaded (-Z)", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(t.since_refresh()));
@@ -170,6 +171,7 @@ pub(crate) static GENERAL: &[Def] = defs![
     "slab_global_page_pool", Gauge, "pages not yet given to a class", |s| Val::U((s.shared.engine.arena().available() / s.shared.config.page_size.max(1)) as u64);
     "expired_unfetched", Counter, "expired items never read", |s| Val::U(s.st.expired_unfetched);
     "evicted_unfetched", Counter, "evicted items never read", |s| Val::U(s.st.evicted_unfetched);
+    "lrutail_reflocked", Counter, "eviction candidates passed over because a send still read them", |s| Val::U(s.st.pinned_skips);
     "evictions", Counter, "live items evicted for memory", |s| Val::U(s.shared.engine.evictions());
     "reclaimed", Counter, "expired items whose memory was reused (the sweep's are crawler_reclaimed)", |s| Val::U(s.st.reclaimed.saturating_sub(s.e.expired_swept));
     "crawler_reclaimed", Counter, "expired items freed by the expiry sweep and crawls", |s| Val::U(s.e.expired_swept);

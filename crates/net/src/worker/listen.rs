@@ -138,7 +138,7 @@ impl Worker {
                 libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
                     let e = std::io::Error::from_raw_os_error(-c.result);
                     if c.more {
-                        crate::accept::note_starved(&self.shared, &e);
+                        crate::accept::note_starved(&self.shared, &e, Duration::ZERO);
                     } else {
                         self.starved(&e);
                     }
@@ -210,7 +210,7 @@ impl Worker {
     /// Out of descriptors or memory (`listen_disabled_num`): accepting resumes after
     /// [`BACKOFF`], when some may have been closed.
     fn starved(&mut self, e: &std::io::Error) {
-        crate::accept::note_starved(&self.shared, e);
+        crate::accept::note_starved(&self.shared, e, BACKOFF);
         self.accept_retry = Some(Instant::now() + BACKOFF);
     }
 

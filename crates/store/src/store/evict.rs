@@ -81,6 +81,7 @@ impl SlabStore {
             };
             if self.is_pinned(victim) {
                 // A send reads it: its chunk cannot go to another item yet.
+                self.stats.pinned_skips += 1;
                 continue;
             }
             let (vc, vslot) = decode(victim);

@@ -242,6 +242,10 @@ mod tests {
         }
         assert!(!evicted.is_empty(), "the class had to evict");
         assert!(!evicted.contains(&first), "a pinned item is never a victim");
+        assert!(
+            s.stats().pinned_skips > 0,
+            "passing it over is counted (lrutail_reflocked)"
+        );
         assert!(s.get(first).is_some(), "and it is still live");
         assert_eq!(pin.bytes(), &[1u8; 300_000][..]);
     }

@@ -27,6 +27,9 @@ pub struct StoreStats {
     /// Chunks lent to sends without a copy, and their value bytes (store/pins.rs).
     pub pinned_chunks: u64,
     pub pinned_bytes: u64,
+    /// CLOCK victims passed over because a send still read them (memcached's
+    /// `lrutail_reflocked`: tail items it could not evict for their references).
+    pub pinned_skips: u64,
 }
 
 /// Where a crawl ([`SlabStore::crawl`]) goes on from.
@@ -56,6 +59,7 @@ impl StoreStats {
         self.largest_chunk = self.largest_chunk.max(o.largest_chunk);
         self.pinned_chunks += o.pinned_chunks;
         self.pinned_bytes += o.pinned_bytes;
+        self.pinned_skips += o.pinned_skips;
     }
 }
 
