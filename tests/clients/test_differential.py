@@ -85,6 +85,14 @@ SCRIPTS = [
     b"set d0 0 0 1\r\n5\r\nmd d0 C0\r\nmd d0 C0 I q\r\nmg d0 v\r\nmd d1 C0\r\nms d0 1 I C0\r\nz\r\nmg d0 v\r\n",
     # bad tokens
     b"mg a N\r\nmg a Nx\r\nmg a Tx\r\nmg a Rx\r\nmg a Cx\r\nms a 1 Fx\r\nx\r\nmg a v v\r\nmg a P L Lfoo v\r\n",
+    # A differential probe: numbers past 32 bits keep their low bits (strtol into an int32);
+    # a shortened counter keeps its length, padded with spaces; a key named noreply.
+    b"set a 0 99999999999 1\r\nx\r\nget a\r\nset a 0 4294967396 1\r\nx\r\nget a\r\n"
+    b"set a 4294967296 0 1\r\nx\r\nget a\r\ntouch a 4294967396\r\ngat 99999999999 a\r\nget a\r\n"
+    b"ms b 1 T99999999999\r\nx\r\nmg b v\r\nms b 1 F4294967297\r\ny\r\nmg b v f\r\n",
+    b"set n 0 0 3\r\n100\r\ndecr n 1\r\nget n\r\nset m 0 0 4\r\n  12\r\nincr m 1\r\nget m\r\n"
+    b"ma m MD v\r\nmg m v\r\nset z 0 0 22\r\n0000000000000000000001\r\ndecr z 1\r\nget z\r\n",
+    b"set noreply 0 0 1\r\nx\r\ndelete noreply\r\ndelete noreply\r\n",
 ]
 
 

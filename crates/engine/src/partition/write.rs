@@ -349,10 +349,13 @@ impl Partition {
             self.stats.decr_hits += 1;
             self.store.note(loc, ClassOp::Decr);
         }
-        // In place unless a send still reads the value: then the new number is stored as a
-        // new version, as when its length changes.
-        if text.len() == old_len && !self.store.is_pinned(loc) {
-            self.store.overwrite_value(loc, text.as_bytes());
+        // In place unless a send still reads the value or the number grew: then it is stored
+        // as a new version. A shorter number keeps the value's length, padded with spaces,
+        // as memcached pads it (`decr` of "100" reads "99 ").
+        if text.len() <= old_len && !self.store.is_pinned(loc) {
+            let mut padded = text.into_bytes();
+            padded.resize(old_len, b' ');
+            self.store.overwrite_value(loc, &padded);
             self.store.set_expiry(loc, expiry);
             let cas = self.store.set_cas(loc, self.cas_override);
             self.store.touch_ref(loc);

@@ -3,7 +3,7 @@
 
 use super::command::MetaCmd;
 use super::parsed::{bad_format, Limits, Parsed};
-use super::tokens::{parse_i32, parse_u32, parse_u64};
+use super::tokens::{parse_i32, parse_i32_low_bits, parse_u32_low_bits, parse_u64};
 use crate::errors::{BAD_DATA_CHUNK, ERROR, TOO_LARGE};
 
 /// Every flag letter memcached's meta parser accepts, for every meta command, and hkv's `G`
@@ -120,15 +120,15 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
         // A bad value does not stop the scan (memcached's preparse): a duplicate or unknown
         // flag after it still answers its own error; otherwise the last bad value's does.
         match letter {
-            b'N' => match parse_i32(value) {
+            b'N' => match parse_i32_low_bits(value) {
                 Some(v) => f.vivify = Some(v),
                 None => pending = Some(BAD_TOKEN),
             },
-            b'T' => match parse_i32(value) {
+            b'T' => match parse_i32_low_bits(value) {
                 Some(v) => f.ttl = Some(v),
                 None => pending = Some(BAD_TOKEN),
             },
-            b'R' => match parse_i32(value) {
+            b'R' => match parse_i32_low_bits(value) {
                 Some(v) => f.recache = Some(v),
                 None => pending = Some(BAD_TOKEN),
             },
@@ -141,7 +141,7 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
                 None => pending = Some(BAD_TOKEN),
             },
             // memcached's F sets no message of its own: the one before it stands.
-            b'F' => match parse_u32(value) {
+            b'F' => match parse_u32_low_bits(value) {
                 Some(v) => f.client_flags = Some(v),
                 None => pending = pending.or(Some(crate::errors::BAD_FORMAT)),
             },

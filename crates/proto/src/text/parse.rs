@@ -3,7 +3,9 @@
 use super::command::Command;
 use super::parsed::bad_format;
 pub use super::parsed::{Limits, Parsed};
-use super::tokens::{parse_i32, parse_u32, parse_u64, split};
+use super::tokens::{
+    parse_i32, parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split,
+};
 use crate::step::CrawlerOp;
 use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
 use hkv_types::Op;
@@ -108,7 +110,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             if n < 2 {
                 return Parsed::error(ERROR, line_len);
             }
-            let Some(exptime) = parse_i32(tokens[1]) else {
+            let Some(exptime) = parse_i32_low_bits(tokens[1]) else {
                 return Parsed::error(BAD_EXPTIME, line_len);
             };
             let keys = tokens[2..].to_vec();
@@ -138,8 +140,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             // token short whose last is `noreply` fails to parse, quietly.
             let noreply = noreply_at(n - 1);
             let key = tokens[1];
-            let flags = parse_u32(tokens[2]);
-            let exptime = parse_i32(tokens[3]);
+            let flags = parse_u32_low_bits(tokens[2]);
+            let exptime = parse_i32_low_bits(tokens[3]);
             let vlen = parse_i32(tokens[4]);
             let cas = if op == Op::Cas {
                 parse_u64(tokens[5])
@@ -216,7 +218,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             if !(2..=4).contains(&n) {
                 return Parsed::error(ERROR, line_len);
             }
-            let noreply = noreply_at(n - 1);
+            // A key named "noreply" is a key: memcached looks for noreply only after it.
+            let noreply = n > 2 && noreply_at(n - 1);
             if !ok {
                 return quiet_error(DELETE_USAGE, line_len, noreply);
             }
@@ -270,7 +273,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             if !key_ok(tokens[1]) {
                 return quiet_error(BAD_FORMAT, line_len, noreply);
             }
-            let Some(exptime) = parse_i32(tokens[2]) else {
+            let Some(exptime) = parse_i32_low_bits(tokens[2]) else {
                 return quiet_error(BAD_EXPTIME, line_len, noreply);
             };
             cmd(Command::Touch {
@@ -288,7 +291,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 Some(0)
             } else {
                 // memcached ignores a second argument that is not "noreply".
-                parse_i32(tokens[1])
+                parse_i32_low_bits(tokens[1])
             };
             match delay {
                 Some(delay) => cmd(Command::FlushAll { delay, noreply }),

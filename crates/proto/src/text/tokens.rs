@@ -37,6 +37,38 @@ pub(crate) fn parse_i32(t: &[u8]) -> Option<i64> {
         .then_some(v)
 }
 
+/// memcached's `safe_strtol` into an `int32_t` on a 64-bit build, for exptimes, flush
+/// delays and meta `N`/`T`/`R`: any number `strtol` reads (within i64) is taken and its low
+/// 32 bits kept, so `99999999999` is 1215752191, an absolute time long past, and
+/// `4294967396` is 100.
+pub(crate) fn parse_i32_low_bits(t: &[u8]) -> Option<i64> {
+    let (neg, digits) = match t.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, t),
+    };
+    if digits.first() == Some(&b'+') {
+        return None;
+    }
+    let v = parse_u64(digits)?;
+    let v = if neg {
+        // -2^63 is the most negative strtol reads.
+        if v > 1 << 63 {
+            return None;
+        }
+        (v as i64).wrapping_neg()
+    } else {
+        i64::try_from(v).ok()?
+    };
+    Some(i64::from(v as i32))
+}
+
+/// memcached's `safe_strtoul` into a `uint32_t` (client flags): the low 32 bits of any
+/// unsigned 64-bit number.
+pub(crate) fn parse_u32_low_bits(t: &[u8]) -> Option<u32> {
+    parse_u64(t).map(|v| v as u32)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,6 +95,25 @@ mod tests {
             assert_eq!(parse_i32(bad), None, "{bad:?}");
             assert_eq!(parse_u64(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn regression_exptimes_and_flags_past_32_bits_keep_their_low_bits_as_in_memcached() {
+        // A differential probe: memcached stores `set a 4294967296 99999999999 1` (flags 0,
+        // expired at once); hkv refused it and read its data block as a command.
+        assert_eq!(parse_i32_low_bits(b"99999999999"), Some(1_215_752_191));
+        assert_eq!(parse_i32_low_bits(b"4294967396"), Some(100));
+        assert_eq!(parse_i32_low_bits(b"2147483648"), Some(-2_147_483_648));
+        assert_eq!(parse_i32_low_bits(b"-1"), Some(-1));
+        assert_eq!(parse_i32_low_bits(b"+100"), Some(100));
+        assert_eq!(parse_i32_low_bits(b"-9223372036854775808"), Some(0));
+        assert_eq!(parse_i32_low_bits(b"-9223372036854775809"), None);
+        assert_eq!(parse_i32_low_bits(b"9223372036854775808"), None);
+        assert_eq!(parse_i32_low_bits(b"1x"), None);
+        assert_eq!(parse_u32_low_bits(b"4294967296"), Some(0));
+        assert_eq!(parse_u32_low_bits(b"4294967297"), Some(1));
+        assert_eq!(parse_u32_low_bits(b"18446744073709551616"), None);
+        assert_eq!(parse_u32_low_bits(b"-1"), None);
     }
 
     #[test]
