@@ -24,6 +24,9 @@ pub(crate) fn set_memory_limit(shared: &Shared, megabytes: u64) -> Result<(), &'
     if megabytes < 8 {
         return Err(hkv_proto::errors::admin::MEMLIMIT_TOO_SMALL);
     }
+    if megabytes > 1_000_000_000 {
+        return Err(hkv_proto::errors::admin::MEMLIMIT_NOT_BYTES);
+    }
     let bytes = usize::try_from(megabytes.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
     shared.engine.arena().set_limit(bytes);
     Ok(())

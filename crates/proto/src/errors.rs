@@ -55,6 +55,8 @@ pub mod admin {
     pub const SHUTDOWN_BAD_MODE: &str = "CLIENT_ERROR invalid shutdown mode";
     pub const DETAIL_USAGE: &str = "CLIENT_ERROR usage: stats detail on|off|dump";
     pub const MEMLIMIT_TOO_SMALL: &str = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
+    pub const MEMLIMIT_NOT_BYTES: &str =
+        "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes";
     pub const BAD_CLASS_ID: &str = "BADCLASS invalid class id";
     pub const CRAWLER_DISABLED: &str = "CLIENT_ERROR lru crawler disabled";
     pub const CRAWLER_SLEEP: &str = "CLIENT_ERROR sleep must be one second or less";

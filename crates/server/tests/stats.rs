@@ -98,6 +98,18 @@ fn cache_memlimit_moves_the_limit_within_what_was_reserved() {
         "cache_memlimit 1024 noreply\r\ncache_memlimit\r\n",
         "ERROR\r\n",
     );
+    // As memcached 1.6.18 answers (a differential probe): megabytes past 10^9 look like
+    // bytes, the number keeps its low 32 bits, a third word that is not noreply is ignored.
+    c.expect(
+        "cache_memlimit 99999999999\r\n",
+        "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n",
+    );
+    c.expect(
+        "cache_memlimit 4294967296\r\n",
+        "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+    );
+    c.expect("cache_memlimit 64 extra\r\n", "OK\r\n");
+    c.expect("cache_memlimit abc\r\n", "ERROR\r\n");
     assert_eq!(
         c.stat("settings", "maxbytes").unwrap(),
         (64u64 << 20).to_string()

@@ -336,10 +336,12 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             args: tokens[1..].to_vec(),
         }),
         b"cache_memlimit" => {
-            let noreply = noreply_at(2);
-            match (n, tokens.get(1).and_then(|t| parse_u64(t))) {
-                (2 | 3, Some(mb)) if n == 2 || noreply => cmd(Command::CacheMemlimit {
-                    megabytes: mb,
+            // memcached reads the megabytes into 32 bits and takes a third word that is not
+            // noreply as nothing at all.
+            let noreply = n == 3 && noreply_at(2);
+            match (n, tokens.get(1).and_then(|t| parse_u32_low_bits(t))) {
+                (2 | 3, Some(mb)) => cmd(Command::CacheMemlimit {
+                    megabytes: u64::from(mb),
                     noreply,
                 }),
                 _ => Parsed::error(ERROR, line_len),
