@@ -32,11 +32,11 @@ pub(crate) const WAKE: Token = Token(usize::MAX);
 const UDP: Token = Token(usize::MAX - 1);
 /// Datagrams taken per pass; more wait for the next pass.
 const UDP_PER_PASS: usize = 64;
-/// Longest a stopping worker spends answering what its clients already sent.
 /// How long the connection exempt from the buffer limit may go without input before another
 /// part way through a request takes its place: long enough for a client's own pauses between
 /// sends, short against a request that waits for the slot.
 const EXEMPT_STALL: Duration = Duration::from_millis(50);
+/// Longest a stopping worker spends answering what its clients already sent.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 /// Value bytes a pass copies for deferrable reads, all connections together (each
 /// connection also stops at the output high-water mark); the rest wait for the next pass.
