@@ -82,6 +82,10 @@ pub(crate) fn wr_compose(
             Ok(()) => line(out, "OK"),
             Err(e) => line(out, &e),
         },
+        Step::Stats(ref args) if is_dump(args) => match dump_refused(shared, out, false) {
+            Some(why) => line(out, why),
+            None => crate::stats::write_stats(args, shared, now, out),
+        },
         Step::Stats(ref args) => crate::stats::write_stats(args, shared, now, out),
         Step::BinStats { opaque, ref group } => {
             let args: Vec<Vec<u8>> = group
@@ -127,7 +131,10 @@ pub(crate) fn wr_compose(
             }
         }
         Step::Crawler(ref op) => line(out, control::crawler(shared, op, now)),
-        Step::MetaDump(ref classes) => crate::stats::metadump(classes.as_deref(), shared, now, out),
+        Step::MetaDump(ref classes) => match dump_refused(shared, out, true) {
+            Some(why) => line(out, why),
+            None => crate::stats::metadump(classes.as_deref(), shared, now, out),
+        },
         Step::Meta(ref m) => {
             // `me` reports the slab class the item lives in (a chained one's header's).
             let class_of =
@@ -154,4 +161,40 @@ pub(crate) fn wr_compose(
         }
     }
     false
+}
+
+/// `stats cachedump` and `stats detail dump`: replies of megabytes, built whole.
+fn is_dump(args: &[Vec<u8>]) -> bool {
+    match args.first().map(Vec::as_slice) {
+        Some(b"cachedump") => true,
+        Some(b"detail") => args.get(1).map(Vec::as_slice) == Some(b"dump"),
+        _ => false,
+    }
+}
+
+/// Whether a dump (megabytes, built before it is sent) must be refused, and in what words.
+/// Pipelined dumps nobody reads grew the server by 16 MiB per 26-byte `lru_crawler metadump
+/// all` (a hostile probe: 1.6 GB from one connection). Like memcached's crawler, which runs
+/// one dump at a time and refuses one queued behind other replies, a metadump waits for the
+/// connection's earlier replies to be sent; and no dump is built while connection buffers
+/// together are over `--conn-buffer-mb` (workers account each connection's replies as they
+/// compose them, so one pass cannot start many).
+fn dump_refused(shared: &Shared, out: &Output, metadump: bool) -> Option<&'static str> {
+    let pending = out.pending();
+    if metadump && pending > 0 {
+        return Some(hkv_proto::errors::admin::METADUMP_PIPELINED);
+    }
+    let held = shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);
+    if held > shared.config.conn_buffer_limit || pending >= shared.config.output_high_water {
+        shared
+            .stats
+            .conn_buffer_throttled
+            .fetch_add(1, Ordering::Relaxed);
+        return Some(if metadump {
+            hkv_proto::errors::admin::CRAWLER_BUSY
+        } else {
+            hkv_proto::errors::admin::STATS_OUT_OF_MEMORY
+        });
+    }
+    None
 }

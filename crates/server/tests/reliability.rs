@@ -378,6 +378,57 @@ fn regression_connection_buffers_have_a_total_bound() {
 }
 
 #[test]
+fn regression_pipelined_dumps_nobody_reads_stay_within_the_buffer_limit() {
+    // A hostile probe: each 26-byte `lru_crawler metadump all` built a reply of up to 16 MiB,
+    // and each `stats cachedump 2 0` one of 2 MiB, whatever the client had left unread: 100
+    // pipelined metadumps held 1.6 GB and stalled the worker's other clients for seconds.
+    let h = Hkv::start(&["-t", "1", "-m", "64", "--conn-buffer-mb", "8"]);
+    let mut c = h.connect();
+    let mut fill = String::new();
+    for i in 0..100_000 {
+        fill.push_str(&format!("set key{i:08} 0 0 1 noreply\r\nx\r\n"));
+    }
+    c.send(fill.as_bytes());
+    c.expect("mn\r\n", "MN\r\n");
+    // As memcached: a metadump waits for the replies before it.
+    c.expect(
+        "version\r\nlru_crawler metadump all\r\n",
+        &format!(
+            "VERSION {}\r\nERROR cannot pipeline other commands before metadump\r\n",
+            version(&h)
+        ),
+    );
+    let mut attackers: Vec<std::net::TcpStream> = Vec::new();
+    for _ in 0..4 {
+        let s = std::net::TcpStream::connect(h.addr).unwrap();
+        let mut w = s.try_clone().unwrap();
+        w.write_all(&b"lru_crawler metadump all\r\n".repeat(50))
+            .unwrap();
+        w.write_all(&b"stats cachedump 1 0\r\n".repeat(50)).unwrap();
+        attackers.push(s);
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut admin = h.connect();
+    let t = Instant::now();
+    admin.expect("mn\r\n", "MN\r\n");
+    assert!(
+        t.elapsed() < Duration::from_secs(1),
+        "others wait {:?}",
+        t.elapsed()
+    );
+    // Each attacker holds at most one dump (memcached's metadump is ~8 MB of lines here).
+    let held = hkv_stat(&mut admin, "conn_buffer_bytes");
+    assert!(
+        held < 4 * (20 << 20),
+        "connection buffers hold {} MiB",
+        held >> 20
+    );
+    assert_healthy(&h);
+    assert_peak_within(&h, 64);
+    drop(attackers);
+}
+
+#[test]
 fn regression_stalled_large_requests_do_not_keep_others_from_finishing() {
     // Above --conn-buffer-mb one connection per worker part way through a request still
     // reads. An attacker's connections that stop part way through their values took that slot

@@ -341,6 +341,9 @@ impl Worker {
             if !was_watcher && c.watch.is_some() {
                 self.watchers += 1;
             }
+            // Counted at once, so a dump composed for a later connection of this pass sees
+            // what this one's replies hold (respond::dump_refused).
+            c.account(&self.shared.stats.conn_buffer_bytes);
             if end.pos != c.rstart {
                 // The command at the start of the input ran (or was refused): a data block
                 // staged for it is stored now, or its memory goes back.
