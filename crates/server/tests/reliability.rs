@@ -516,6 +516,39 @@ fn regression_connections_that_kept_large_buffers_after_a_burst_are_served_again
 }
 
 #[test]
+fn regression_multikey_gat_without_reading_stays_within_the_buffer_limit() {
+    // gat is answered in the pass that plans it (it changes the item), so it was charged to
+    // a per-client budget of 1 MiB whatever the total: 1000 clients each sending one
+    // 1000-key gat of a 10 KB value and never reading held 1.3 GB (a hostile probe).
+    let h = Hkv::start(&["-t", "1", "-m", "64", "--conn-buffer-mb", "4"]);
+    let mut admin = h.connect();
+    set_big(&mut admin, "touched", 10_000, b't');
+    let mut line = b"gat 0".to_vec();
+    for _ in 0..1000 {
+        line.extend_from_slice(b" touched");
+    }
+    line.extend_from_slice(b"\r\n");
+    let mut hogs: Vec<std::net::TcpStream> = Vec::new();
+    for _ in 0..60 {
+        let mut s = std::net::TcpStream::connect(h.addr).unwrap();
+        s.write_all(&line).unwrap();
+        hogs.push(s);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let held = hkv_stat(&mut admin, "conn_buffer_bytes");
+    // The limit, one pass's answered-at-once reads (16 MiB, all clients together: the pass
+    // that began under the limit), and per connection the floor of output and of input and
+    // a value; before: 60 x ~1.4 MB (74 MiB measured).
+    assert!(
+        held < (4 << 20) + (16 << 20) + 60 * (3 * (64 << 10) + 10_000),
+        "connection buffers hold {} MiB",
+        held >> 20
+    );
+    assert_healthy(&h);
+    drop(hogs);
+}
+
+#[test]
 fn regression_clients_pipelining_gets_without_reading_stay_within_the_buffer_limit() {
     // Each connection's output stopped at its own high-water mark (1 MiB, plus a pass's
     // reads), but nothing bounded them together: clients pipelining GETs of a 10 KB value
