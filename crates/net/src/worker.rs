@@ -19,6 +19,7 @@ use hkv_proto::step::Step;
 
 mod datagrams;
 mod express;
+mod idle;
 mod io;
 mod listen;
 mod probe;
@@ -412,23 +413,6 @@ impl Worker {
                     return;
                 }
             }
-        }
-    }
-
-    /// memcached's idle kick: connections that moved no bytes for `limit`.
-    fn close_idle(&mut self, limit: Duration) {
-        let idle: Vec<usize> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.last_active.elapsed() > limit)
-            .map(|(t, _)| t)
-            .collect();
-        for t in idle {
-            self.shared.stats.idle_kicks.fetch_add(1, Ordering::Relaxed);
-            if let Some(c) = self.conns.get_mut(t) {
-                c.close_reason = Some("idle_timeout");
-            }
-            self.close(t);
         }
     }
 
