@@ -180,6 +180,10 @@ fn is_dump(args: &[Vec<u8>]) -> bool {
 /// together are over `--conn-buffer-mb` (workers account each connection's replies as they
 /// compose them, so one pass cannot start many).
 fn dump_refused(shared: &Shared, out: &Output, metadump: bool) -> Option<&'static str> {
+    if shared.config.disable_dumping {
+        // `-X`: refused as disabled first, as memcached checks that before the rest.
+        return None;
+    }
     let pending = out.pending();
     if metadump && pending > 0 {
         return Some(hkv_proto::errors::admin::METADUMP_PIPELINED);
