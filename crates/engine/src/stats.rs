@@ -45,6 +45,9 @@ pub struct EngineStats {
     pub forwarded_reads: u64,
     /// Writes that merged into a waiting write of the same key (no extra index work).
     pub merged_writes: u64,
+    /// Writes stored over their key's live item, in its chunk (same class, nothing pinned):
+    /// no allocation and no index write.
+    pub in_place_writes: u64,
     /// Index writes applied from the same-key table, and how many batches they went in.
     pub applied_writes: u64,
     pub write_applies: u64,
@@ -99,6 +102,7 @@ impl EngineStats {
             flushes,
             forwarded_reads,
             merged_writes,
+            in_place_writes,
             applied_writes,
             write_applies,
             deferred_reads,

@@ -4,6 +4,7 @@ mod chain;
 mod chunks;
 mod evict;
 mod hit;
+mod overwrite;
 mod pages;
 mod pins;
 mod release;

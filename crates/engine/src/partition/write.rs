@@ -424,6 +424,11 @@ impl Partition {
         now: u32,
         cur: Option<Location>,
     ) -> Response {
+        if let Some(loc) = cur {
+            if let Some(r) = self.wr_in_place(key, loc, &value, flags, raw_expiry, now) {
+                return r;
+            }
+        }
         // Retire the version being replaced before anything else: from here on CLOCK cannot
         // reclaim it, an index rebuild (a device failing inside the reclaim callback) cannot
         // index it beside the new one, and its chunk is not reused until the index has let go
@@ -501,6 +506,56 @@ impl Partition {
             previous: None,
         };
         Response::Stored
+    }
+
+    /// WR over the live version `loc` when the new value fits its chunk's class (see
+    /// `SlabStore::overwrite`): no MM and no IN, since the location stays what the index and
+    /// the same-key table hold. None when it does not fit (or a send reads the chunk): the
+    /// caller stores a new version.
+    fn wr_in_place(
+        &mut self,
+        key: &[u8],
+        loc: Location,
+        value: &Parts<'_>,
+        flags: u32,
+        raw_expiry: u32,
+        now: u32,
+    ) -> Option<Response> {
+        let t = self.sample_write.then(std::time::Instant::now);
+        let buf = &self.value_buf;
+        let (a, b): (&[u8], &[u8]) = match *value {
+            Parts::One(v) => (v, &[]),
+            // The old value was copied into the buffer before, so overwriting its chunk
+            // loses nothing append and prepend still read.
+            Parts::Two(0, v) => (buf, v),
+            Parts::Two(_, v) => (v, buf),
+            Parts::Buf => (buf, &[]),
+            // Already in a chunk of its own: linking it is cheaper than copying it.
+            Parts::Staged(_) => return None,
+        };
+        let cas = self
+            .store
+            .overwrite(loc, key, &[a, b], flags, raw_expiry, now)?;
+        if let Some(t) = t {
+            self.stats.task_mm_ns += t.elapsed().as_nanos() as u64 * WRITE_SAMPLE;
+        }
+        self.stats.in_place_writes += 1;
+        self.last_loc = loc;
+        if self.binary_key {
+            self.store.update_bits(loc, hkv_store::BINARY_KEY, 0);
+        }
+        let cas = match self.cas_override {
+            Some(c) => self.store.set_cas(loc, Some(c)).unwrap_or(cas),
+            None => cas,
+        };
+        self.last = After {
+            cas,
+            len: (a.len() + b.len()) as u32,
+            expiry: raw_expiry,
+            created: false,
+            previous: None,
+        };
+        Some(Response::Stored)
     }
 
     /// MM: the store call of [`Partition::store_raw`] (allocate, evicting by CLOCK or moving

@@ -342,6 +342,7 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "forwarded_reads", Counter, "reads answered from the same-key table", |s| Val::U(s.e.forwarded_reads);
     "deferred_reads", Counter, "reads moved to a later pass by the value budget", |s| Val::U(s.e.deferred_reads);
     "merged_writes", Counter, "writes merged into a waiting one", |s| Val::U(s.e.merged_writes);
+    "in_place_writes", Counter, "writes stored over their key's live item in its own chunk", |s| Val::U(s.e.in_place_writes);
     "applied_writes", Counter, "index writes applied", |s| Val::U(s.e.applied_writes);
     "write_applies", Counter, "batches of applied index writes", |s| Val::U(s.e.write_applies);
     "worker_panics", Counter, "workers retired after a panic", |s| s.server(|v| load(&v.worker_panics));
