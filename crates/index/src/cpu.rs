@@ -3,7 +3,8 @@
 //! Concurrency is by ownership, not locks (MICA's partitioning, see docs/index.md): each
 //! engine thread owns the tables of its hash partitions outright, so a probe is plain loads
 //! and an insert plain stores. The batched calls hide memory latency by prefetching the
-//! buckets of queries [`PREFETCH_DISTANCE`] ahead of the one being probed.
+//! buckets of queries [`SEARCH_PREFETCH_DISTANCE`] (searches) or [`PREFETCH_DISTANCE`]
+//! (inserts and deletes) ahead of the one being probed.
 
 use hkv_mem::{Arena, Carved};
 
@@ -12,9 +13,16 @@ use crate::hash::{alt_bucket, KeyHash, EMPTY_SIGNATURE, MAX_DISPLACEMENTS};
 use crate::{IndexBackend, IndexError, IndexStats, InsertOutcome, Location, NO_LOCATION};
 use hkv_mem::prefetch_read;
 
-/// How many queries ahead the batched calls prefetch. Enough to cover DRAM latency
+/// How many queries ahead batched inserts and deletes prefetch. Enough to cover DRAM latency
 /// (~100 ns) at a few ns per probe, few enough that lines are not evicted before use.
 pub const PREFETCH_DISTANCE: usize = 16;
+/// How many queries ahead a batched search prefetches. A probe of a loaded bucket costs a
+/// few ns and a bucket miss on the machines measured ~185 ns (the random-read yardstick
+/// sustains 32 misses in flight at 5.8 ns each), so a search needs far more misses in flight
+/// than an insert: 64 ahead measured 105 Mops for K8's index alone against 67 at 16 (85 at
+/// 32, 98 at 48; docs/BENCHMARKS.md). Inserts and deletes fetch two buckets each and do more
+/// per query, so they stay at [`PREFETCH_DISTANCE`].
+pub const SEARCH_PREFETCH_DISTANCE: usize = 64;
 /// Queries probed per round of the two-pass search (primary buckets, then the alternates of
 /// the misses). Bounded so the miss list lives on the stack.
 const SEARCH_CHUNK: usize = 64;
@@ -274,7 +282,7 @@ impl IndexBackend for CpuIndex {
         let t = self.buckets();
         let mask = self.mask;
         let n = hashes.len();
-        for h in hashes.iter().take(PREFETCH_DISTANCE) {
+        for h in hashes.iter().take(SEARCH_PREFETCH_DISTANCE) {
             prefetch_read(&t[h.primary_bucket(mask) as usize]);
         }
         let mut misses = [0u8; SEARCH_CHUNK];
@@ -282,7 +290,7 @@ impl IndexBackend for CpuIndex {
             let end = (start + SEARCH_CHUNK).min(n);
             let mut nmiss = 0;
             for i in start..end {
-                if let Some(h) = hashes.get(i + PREFETCH_DISTANCE) {
+                if let Some(h) = hashes.get(i + SEARCH_PREFETCH_DISTANCE) {
                     prefetch_read(&t[h.primary_bucket(mask) as usize]);
                 }
                 let h = &hashes[i];
