@@ -504,3 +504,37 @@ fn regression_overwriting_a_value_near_the_limit_reuses_the_old_versions_chunks(
     }
     assert_eq!(e.store_stats().curr_items, 1);
 }
+
+/// Found by the model property test with more cases: a counter that grew past its length
+/// (a new value of the new length, stored in its own chunk when the class allows) and then
+/// shrank is padded with spaces to that length, as memcached writes a shorter number over
+/// the value.
+#[test]
+fn regression_a_counter_that_grew_then_shrank_is_padded() {
+    for parts in [1, 2] {
+        let mut e = engine(parts);
+        let r = run(
+            &mut e,
+            NOW,
+            &[
+                Request::set(b"n", b"0"),
+                Request::incr(b"n", 10),
+                Request::get(b"n"),
+                Request::decr(b"n", 1),
+                Request::get(b"n"),
+                Request::incr(b"n", 1),
+            ],
+        );
+        assert_eq!(
+            r,
+            [
+                "Stored",
+                "Number(10)",
+                "VALUE 10 0",
+                "Number(9)",
+                "VALUE 9  0",
+                "Number(10)"
+            ]
+        );
+    }
+}

@@ -16,6 +16,7 @@ impl Partition {
     /// [`Partition::unlink`] for a version the caller has already retired.
     pub(super) fn unlink_retired(&mut self, key: &[u8], h: &KeyHash, loc: Location) {
         if !self.delay_writes && self.pending.is_empty() {
+            self.note_index_write(h);
             self.index
                 .delete_one(&self.store, h, loc, &mut self.dropped);
             self.store.free(loc);
@@ -106,6 +107,7 @@ impl Partition {
     /// IN for a write that does not wait (C = 0 on the CPU backend); `old` is the retired
     /// version it replaces.
     pub(super) fn insert_now(&mut self, h: &KeyHash, loc: Location, old: Option<Location>) {
+        self.note_index_write(h);
         self.grow_for(1);
         let outcome = self
             .index

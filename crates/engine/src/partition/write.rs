@@ -7,59 +7,6 @@ use hkv_types::flag_order;
 use meta::shown_on_created;
 
 impl Partition {
-    /// IN for the writes of a batch, as one search (one device launch instead of one per
-    /// write), while index writes are delayed. What it found stays usable as long as the
-    /// index does not change: with delayed writes only applying the same-key table or a
-    /// rebuild changes it (both clear `write_locs_valid`), and a key written earlier in the
-    /// batch is found in the table before this is consulted. A location whose item was
-    /// reclaimed meanwhile fails the key and liveness checks, as a reclaimed item should.
-    pub(super) fn in_search_writes(
-        &mut self,
-        reqs: &[Request<'_>],
-        hashes: &[KeyHash],
-        order: &[u32],
-    ) {
-        self.write_locs_valid = false;
-        if !self.delay_writes {
-            return;
-        }
-        let mut hs = std::mem::take(&mut self.write_hashes);
-        let mut owner = std::mem::take(&mut self.write_owner);
-        let mut found = std::mem::take(&mut self.write_found);
-        hs.clear();
-        owner.clear();
-        for &i in order {
-            let req = &reqs[i as usize];
-            if !req.is_read() && self.pending.get(req.key, &hashes[i as usize]).is_none() {
-                hs.push(hashes[i as usize]);
-                owner.push(i);
-            }
-        }
-        if hs.len() >= 2 {
-            let t = std::time::Instant::now();
-            found.clear();
-            found.resize(hs.len(), NO_LOCATION);
-            let rebuilds = self.index.rebuilds;
-            self.index
-                .search(&self.store, &hs, &mut found, &mut self.dropped);
-            self.free_dropped();
-            let ns = t.elapsed().as_nanos() as u64;
-            self.timing.write_ns += ns;
-            self.stats.task_in_ns += ns;
-            if self.index.rebuilds == rebuilds {
-                self.write_locs.clear();
-                self.write_locs.resize(reqs.len(), None);
-                for (k, &i) in owner.iter().enumerate() {
-                    self.write_locs[i as usize] = Some(found[k]);
-                }
-                self.write_locs_valid = true;
-            }
-        }
-        self.write_hashes = hs;
-        self.write_owner = owner;
-        self.write_found = found;
-    }
-
     pub(super) fn write(
         &mut self,
         req: &Request<'_>,
