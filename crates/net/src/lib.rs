@@ -109,11 +109,9 @@ impl Server {
         udp.reverse();
         let admin = config
             .admin_listen
-            .map(|a| {
-                tiny_http::Server::http(a).map_err(|e| NetError::Bind(a, std::io::Error::other(e)))
-            })
+            .map(|a| std::net::TcpListener::bind(a).map_err(|e| NetError::Bind(a, e)))
             .transpose()?;
-        let admin_addr = admin.as_ref().and_then(|s| s.server_addr().to_ip());
+        let admin_addr = admin.as_ref().and_then(|l| l.local_addr().ok());
         bound()?;
         let threads = config.threads.max(1);
         let io = choose_loop(config.io)?;

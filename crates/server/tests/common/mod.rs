@@ -11,6 +11,8 @@ pub struct Hkv {
     pub addr: SocketAddr,
     /// Set when started with `--udp-listen`.
     pub udp: Option<SocketAddr>,
+    /// Set when started with `--admin-listen`.
+    pub admin: Option<SocketAddr>,
 }
 
 impl Hkv {
@@ -41,7 +43,13 @@ impl Hkv {
         };
         let addr = read_addr();
         let udp = args.contains(&"--udp-listen").then(&mut read_addr);
-        Hkv { child, addr, udp }
+        let admin = args.contains(&"--admin-listen").then(&mut read_addr);
+        Hkv {
+            child,
+            addr,
+            udp,
+            admin,
+        }
     }
 
     pub fn connect(&self) -> Client {
