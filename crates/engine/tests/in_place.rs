@@ -1,15 +1,19 @@
 //! Writes stored over their key's live item, in its own chunk, when the new value needs the
 //! same class: what a client sees is a new version as if a new chunk had been taken.
 
-use hkv_engine::{Engine, EngineConfig, Op, Request, Response, Responses};
+mod common;
+
+use hkv_engine::{Backend, Engine, EngineConfig, Op, Request, Response, Responses};
 
 const NOW: u32 = 1_700_000_000;
 
-fn engine(partitions: u32) -> Engine {
+/// On either backend: a device that keeps its own index or shares the CPU's must not
+/// notice an item that changed in place.
+fn engine(backend: Backend, partitions: u32) -> Engine {
     Engine::new(&EngineConfig {
-        memory_bytes: 8 << 20,
+        backend,
         partitions,
-        page_size: 64 << 10,
+        memory_bytes: 8 << 20,
         ..EngineConfig::default()
     })
     .unwrap()
@@ -34,8 +38,11 @@ fn run(e: &mut Engine, reqs: &[Request<'_>]) -> (Vec<String>, Vec<u64>) {
 
 #[test]
 fn overwrites_in_one_batch_keep_arrival_order_and_give_new_cases() {
-    for parts in [1, 2] {
-        let mut e = engine(parts);
+    for (b, parts) in common::backends()
+        .into_iter()
+        .flat_map(|b| [(b, 1), (b, 2)])
+    {
+        let mut e = engine(b, parts);
         let (_, after) = run(&mut e, &[Request::store(Op::Set, b"k", b"one", 1, 0)]);
         let c1 = after[0];
         let before = e.stats().in_place_writes;
@@ -72,7 +79,13 @@ fn overwrites_in_one_batch_keep_arrival_order_and_give_new_cases() {
 
 #[test]
 fn an_overwrite_needing_another_class_takes_a_new_chunk() {
-    let mut e = engine(1);
+    for b in common::backends() {
+        another_class_takes_a_new_chunk(b);
+    }
+}
+
+fn another_class_takes_a_new_chunk(b: Backend) {
+    let mut e = engine(b, 1);
     run(&mut e, &[Request::set(b"k", b"small")]);
     let big = vec![b'b'; 3000];
     let before = e.stats().in_place_writes;

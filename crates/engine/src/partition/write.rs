@@ -436,6 +436,13 @@ impl Partition {
             }
         };
         self.link(key, h, loc, old);
+        let len = self.store.get(loc).map_or(0, |i| i.value_len() as u32);
+        self.stored_at(loc, cas, len, raw_expiry)
+    }
+
+    /// What every stored write does last, new chunk or in place: the request's meta state
+    /// (`ms b`, `E`) on the item, and the item it left for the reply (`After`).
+    fn stored_at(&mut self, loc: Location, cas: u64, len: u32, raw_expiry: u32) -> Response {
         self.last_loc = loc;
         if self.binary_key {
             self.store.update_bits(loc, hkv_store::BINARY_KEY, 0);
@@ -444,7 +451,6 @@ impl Partition {
             Some(c) => self.store.set_cas(loc, Some(c)).unwrap_or(cas),
             None => cas,
         };
-        let len = self.store.get(loc).map_or(0, |i| i.value_len() as u32);
         self.last = After {
             cas,
             len,
@@ -491,22 +497,7 @@ impl Partition {
             self.stats.task_mm_ns += t.elapsed().as_nanos() as u64 * WRITE_SAMPLE;
         }
         self.stats.in_place_writes += 1;
-        self.last_loc = loc;
-        if self.binary_key {
-            self.store.update_bits(loc, hkv_store::BINARY_KEY, 0);
-        }
-        let cas = match self.cas_override {
-            Some(c) => self.store.set_cas(loc, Some(c)).unwrap_or(cas),
-            None => cas,
-        };
-        self.last = After {
-            cas,
-            len: (a.len() + b.len()) as u32,
-            expiry: raw_expiry,
-            created: false,
-            previous: None,
-        };
-        Some(Response::Stored)
+        Some(self.stored_at(loc, cas, (a.len() + b.len()) as u32, raw_expiry))
     }
 
     /// MM: the store call of [`Partition::store_raw`] (allocate, evicting by CLOCK or moving
