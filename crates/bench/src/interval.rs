@@ -91,6 +91,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             value_bytes: None,
             udp: false,
             udp_port: None,
+            udp_batch: 1,
+            udp_lost_ms: 1000,
         };
         let t = Instant::now();
         net::preload(&a)?;

@@ -124,6 +124,8 @@ fn run_placement(args: &Args, placement: &str) -> anyhow::Result<Vec<Sample>> {
         value_bytes: None,
         udp: false,
         udp_port: None,
+        udp_batch: 1,
+        udp_lost_ms: 1000,
     };
     net::preload(&a)?;
     let per_phase = (args.phase_seconds / args.sample_seconds).round().max(1.0) as usize;

@@ -181,5 +181,16 @@ pub(crate) fn udp_sockets(config: &NetConfig) -> Result<Vec<mio::net::UdpSocket>
 /// same worker and stay in order, and every worker takes UDP load.
 fn reuseport_udp(addr: SocketAddr) -> std::io::Result<mio::net::UdpSocket> {
     let fd = reuseport_socket(addr, rustix::net::SocketType::DGRAM)?;
+    // A client that keeps many GETs in flight sends them in bursts; at the kernel's default
+    // (~200 KiB, a few hundred small datagrams with their overhead) a burst overflows the
+    // socket and its GETs are lost until the client times them out. The kernel caps the
+    // request at net.core.rmem_max; failing to raise it is no reason not to serve.
+    if let Err(e) = rustix::net::sockopt::set_socket_recv_buffer_size(&fd, UDP_RECV_BUFFER) {
+        tracing::debug!(error = %e, "UDP receive buffer left at the kernel's default");
+    }
     Ok(mio::net::UdpSocket::from_std(std::net::UdpSocket::from(fd)))
 }
+
+/// The receive buffer each worker's UDP socket asks for: kernel memory outside `-m`, at
+/// most this (twice it, as the kernel counts) per worker (docs/reliability.md).
+pub(crate) const UDP_RECV_BUFFER: usize = 4 << 20;

@@ -66,6 +66,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         value_bytes: None,
         udp: false,
         udp_port: None,
+        udp_batch: 1,
+        udp_lost_ms: 1000,
     };
     let measure = |a: &net::Args| -> anyhow::Result<RunResult> {
         let all: anyhow::Result<Vec<RunResult>> =

@@ -88,6 +88,14 @@ pub struct Args {
     /// The server's UDP port with `--udp` (default: the TCP port of `--target`).
     #[arg(long)]
     pub udp_port: Option<u16>,
+    /// With `--udp`: datagrams sent and received per system call (`sendmmsg`, `recvmmsg`),
+    /// as a client that batches its GETs does; 1 gives each datagram a call of its own.
+    #[arg(long, default_value_t = 1)]
+    pub udp_batch: usize,
+    /// With `--udp`: a reply later than this many ms is counted lost and its request
+    /// replaced.
+    #[arg(long, default_value_t = 1000)]
+    pub udp_lost_ms: u64,
 }
 
 impl Args {
@@ -267,10 +275,11 @@ pub fn measure(args: &Args, run: u64) -> anyhow::Result<RunResult> {
                     end,
                 };
                 let (shape, progress, conns) = (&shape, &progress, args.conns_of(t));
-                let udp = args.udp;
+                let (udp, batch) = (args.udp, args.udp_batch.clamp(1, 1024));
+                let lost_after = Duration::from_millis(args.udp_lost_ms.max(1));
                 scope.spawn(move || {
                     if udp {
-                        udp::drive(shape, conns, &phase, progress)
+                        udp::drive(shape, conns, &phase, progress, batch, lost_after)
                     } else {
                         load::drive(shape, conns, &phase, progress)
                     }
