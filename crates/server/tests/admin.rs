@@ -89,6 +89,10 @@ fn regression_endless_admin_headers_are_cut_off_at_the_limit() {
 #[test]
 fn regression_idle_admin_connections_make_no_threads_and_time_out() {
     let (h, admin) = start();
+    // The endpoint's pool starts after its address is printed: a request it answered
+    // proves the pool is up (CI once counted 6 threads here, before it, and 10 after).
+    assert!(get(admin, "/metrics").starts_with("HTTP/1.1 200 "));
+    std::thread::sleep(Duration::from_millis(200));
     let before = threads(&h);
     let idle: Vec<TcpStream> = (0..500)
         .map(|_| TcpStream::connect(admin).expect("connect"))
