@@ -9,7 +9,7 @@ use hkv_store::{
 use crate::index::Index;
 use crate::pending::{SameKeyTable, Waiting};
 use crate::profile::OBSERVE_EVERY;
-use crate::stats::{EngineStats, WRITE_SAMPLE};
+use crate::stats::{EngineStats, READ_SAMPLE, WRITE_SAMPLE};
 use hkv_types::{After, Op, Request, Response, Responses};
 
 mod counter;
@@ -77,6 +77,8 @@ pub struct Partition {
     group_locs: Vec<Location>,
     /// What KC found for each read of the group.
     group_kc: Vec<read::Kc>,
+    /// Where CPU KC found each live read of the group (empty after the device's KC).
+    group_at: Vec<hkv_store::ChunkAt>,
     value_buf: Vec<u8>,
     /// The current batch's index work, for the scheduler's cost fit.
     timing: BatchTiming,
@@ -131,6 +133,9 @@ pub struct Partition {
     pub(crate) profile: crate::profile::Profile,
     /// This write's MM and IN parts are timed (one in [`WRITE_SAMPLE`]).
     sample_write: bool,
+    /// What each timed read of this batch stands for in the task timers: 0 when the batch's
+    /// reads are not timed, else [`READ_SAMPLE`] (CPU engine) or 1 (with a device).
+    read_weight: u64,
     writes_seen: u64,
     /// See [`Partition::set_zero_copy_min`].
     zero_copy_min: usize,
@@ -139,9 +144,13 @@ pub struct Partition {
 }
 
 /// Operations in one batch and the time spent on them (searches: IN; writes: MM + IN).
+/// Searches are timed in sampled batches only (`sampled`): `search_ns` is the time of
+/// `timed_reads`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BatchTiming {
+    pub sampled: bool,
     pub reads: u64,
+    pub timed_reads: u64,
     pub search_ns: u64,
     pub writes: u64,
     pub write_ns: u64,
@@ -149,7 +158,9 @@ pub struct BatchTiming {
 
 impl BatchTiming {
     pub fn add(&mut self, o: &BatchTiming) {
+        self.sampled |= o.sampled;
         self.reads += o.reads;
+        self.timed_reads += o.timed_reads;
         self.search_ns += o.search_ns;
         self.writes += o.writes;
         self.write_ns += o.write_ns;
@@ -216,6 +227,7 @@ impl Partition {
             group_hashes: Vec::with_capacity(READ_GROUP),
             group_locs: Vec::with_capacity(READ_GROUP),
             group_kc: Vec::with_capacity(READ_GROUP),
+            group_at: Vec::with_capacity(READ_GROUP),
             value_buf: Vec::new(),
             timing: BatchTiming::default(),
             pending: SameKeyTable::default(),
@@ -245,6 +257,7 @@ impl Partition {
             watch: None,
             sweep_on: true,
             sample_write: false,
+            read_weight: 1,
             writes_seen: 0,
             profile: Default::default(),
             zero_copy_min: usize::MAX,
@@ -456,6 +469,14 @@ impl Partition {
         group_bytes: &mut Vec<usize>,
     ) {
         self.stats.batches += 1;
+        self.read_weight = if self.has_device() {
+            1
+        } else if self.stats.batches.is_multiple_of(READ_SAMPLE) {
+            READ_SAMPLE
+        } else {
+            0
+        };
+        self.timing.sampled |= self.read_weight > 0;
         let batch_clock = self.index.batch_begin();
         self.store.drain_unpins();
         if self.flush_at.is_some_and(|at| at <= now) {

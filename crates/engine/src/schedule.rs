@@ -138,6 +138,24 @@ pub struct Scheduler {
     writes: u64,
 }
 
+/// Batches and their requests, counted between two calls to [`Scheduler::observe_since`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Arrived {
+    pub batches: u64,
+    pub reads: u64,
+    pub writes: u64,
+}
+
+/// One timed batch, a point of the cost fit: `reads` searches took `search_us`, `writes`
+/// inserts and deletes `write_us`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sample {
+    pub reads: u64,
+    pub search_us: f64,
+    pub writes: u64,
+    pub write_us: f64,
+}
+
 /// How long arrivals are counted before the rate is updated.
 const RATE_WINDOW_US: f64 = 100_000.0;
 
@@ -171,14 +189,34 @@ impl Scheduler {
     /// One batch launched at `now_us`: `reads` searches that took `search_us` of index work,
     /// `writes` inserts/deletes that took `write_us`.
     pub fn observe(&mut self, now_us: f64, reads: u64, search_us: f64, writes: u64, write_us: f64) {
-        self.batches += 1;
+        let sample = Sample {
+            reads,
+            search_us,
+            writes,
+            write_us,
+        };
+        self.observe_since(now_us, Arrived { batches: 1, reads, writes }, Some(sample));
+    }
+
+    /// The batches `arrived` since the last call, as of `now_us`; `sample`, if any, is the
+    /// last of them, timed, for the cost fit (workers time one batch in a few: a clock read
+    /// costs more than a small batch's index work on a VM).
+    pub fn observe_since(&mut self, now_us: f64, arrived: Arrived, sample: Option<Sample>) {
+        let Arrived {
+            batches,
+            reads,
+            writes,
+        } = arrived;
+        self.batches += batches;
         self.searches += reads;
         self.writes += writes;
-        if reads > 0 {
-            self.search.record(reads as f64, search_us);
-        }
-        if writes > 0 {
-            self.write.record(writes as f64, write_us);
+        if let Some(t) = sample {
+            if t.reads > 0 {
+                self.search.record(t.reads as f64, t.search_us);
+            }
+            if t.writes > 0 {
+                self.write.record(t.writes as f64, t.write_us);
+            }
         }
         self.window_reads += reads;
         self.window_writes += writes;

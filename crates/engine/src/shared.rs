@@ -21,7 +21,7 @@ pub use crawler::{CrawlerDisabled, CrawlerReport};
 
 use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::partition::{BatchTiming, Partition};
-use crate::schedule::{ScheduleStats, Scheduler};
+use crate::schedule::{Arrived, Sample, ScheduleStats, Scheduler};
 use crate::stats::EngineStats;
 use hkv_types::{Request, Responses};
 
@@ -32,6 +32,8 @@ pub struct SharedEngine {
     scheduler: Mutex<Scheduler>,
     /// Model time zero for the scheduler.
     epoch: Instant,
+    /// The same on the coarse clock (microseconds), for arrival counting.
+    coarse_epoch_us: u64,
     /// Each partition's waiting index writes, as of its last batch (read without its lock).
     pending: Vec<AtomicUsize>,
     /// The scheduler's C is above zero: index writes wait for a batch every n x C.
@@ -54,7 +56,13 @@ pub struct SharedEngine {
 pub struct Scratch {
     hashes: Vec<KeyHash>,
     owners: Vec<u32>,
+    /// This caller's batches not yet shown to the scheduler.
+    arrived: Arrived,
 }
+
+/// A caller tells the scheduler of its batches at least every this many (sooner when one
+/// was timed): each telling takes the scheduler's lock, which every worker shares.
+const OBSERVE_AT_MOST_EVERY: u64 = 16;
 
 /// Per-class figures for `stats slabs` / `stats items`, summed over partitions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,6 +107,7 @@ impl SharedEngine {
             periodic: AtomicBool::new(config.schedule.min_us > 0.0),
             scheduler: Mutex::new(Scheduler::new(config.schedule)),
             epoch: Instant::now(),
+            coarse_epoch_us: crate::clock::coarse_us(),
             largest_chunk: AtomicUsize::new(largest),
             layout,
             watch,
@@ -209,7 +218,7 @@ impl SharedEngine {
             self.pending[p as usize].store(part.pending_writes(), Ordering::Relaxed);
         });
         if scheduled {
-            self.observe(&timing);
+            self.observe(&timing, &mut s.arrived);
         }
     }
 
@@ -262,24 +271,36 @@ impl SharedEngine {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn observe(&self, t: &BatchTiming) {
-        let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
+    fn observe(&self, t: &BatchTiming, arrived: &mut Arrived) {
+        arrived.batches += 1;
+        arrived.reads += t.reads;
+        arrived.writes += t.writes;
+        if !t.sampled && arrived.batches < OBSERVE_AT_MOST_EVERY {
+            return;
+        }
+        let sample = t.sampled.then_some(Sample {
+            reads: t.timed_reads,
+            search_us: t.search_ns as f64 / 1000.0,
+            writes: t.writes,
+            write_us: t.write_ns as f64 / 1000.0,
+        });
+        // The arrival rate is counted over 100 ms windows: a coarse clock (a few ms, and a
+        // fifth of the cost of a precise one) does.
+        let now_us = crate::clock::coarse_us().saturating_sub(self.coarse_epoch_us) as f64;
         let mut s = self.scheduler();
-        s.observe(
-            now_us,
-            t.reads,
-            t.search_ns as f64 / 1000.0,
-            t.writes,
-            t.write_ns as f64 / 1000.0,
-        );
+        s.observe_since(now_us, std::mem::take(arrived), sample);
         // C below a microsecond: a batch every loop pass, no period for writes to wait for.
         self.periodic
             .store(s.interval_us() >= 1.0, Ordering::Relaxed);
     }
 
     /// How long a worker whose last batch started at `last_launch` should keep collecting
-    /// requests before launching the next (zero: launch now).
+    /// requests before launching the next (zero: launch now, as whenever C is below a
+    /// microsecond).
     pub fn batch_wait(&self, last_launch: Instant) -> Duration {
+        if !self.periodic.load(Ordering::Relaxed) {
+            return Duration::ZERO;
+        }
         let now_us = self.epoch.elapsed().as_secs_f64() * 1e6;
         let last_us = last_launch
             .saturating_duration_since(self.epoch)

@@ -1,6 +1,10 @@
 /// One write in this many has its MM and IN parts timed (two clock reads per part; at one
 /// in 8 the clock was 5% of a YCSB-A run on this VM).
 pub const WRITE_SAMPLE: u64 = 32;
+/// On the CPU engine, one batch in this many has its reads' IN, KC and RD timed (five clock
+/// reads per read group, ~30 ns each on this VM: a tenth of a small batch's engine time).
+/// With a device every batch is timed: the cost model learns from each.
+pub const READ_SAMPLE: u64 = 8;
 
 /// Engine counters for one partition (or summed over all).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -9,8 +13,8 @@ pub struct EngineStats {
     /// DIDO's engine tasks, in nanoseconds: IN (index searches, inserts and deletes, delayed
     /// writes applied), KC (key compare of reads, with the item loads it waits for), RD
     /// (replies of reads: value copies) and MM (slab allocation and value copy of writes).
-    /// Reads are timed per group of 64; a write's MM and IN parts on one write in
-    /// [`WRITE_SAMPLE`], scaled up.
+    /// Reads are timed per read group, in one batch in [`READ_SAMPLE`] on the CPU engine;
+    /// a write's MM and IN parts on one write in [`WRITE_SAMPLE`]; both scaled up.
     pub task_in_ns: u64,
     pub task_kc_ns: u64,
     pub task_rd_ns: u64,

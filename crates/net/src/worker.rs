@@ -87,6 +87,13 @@ pub(crate) struct Worker {
     udp_batch: Option<Box<crate::udp::UdpBatch>>,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
+    /// Passes run; one in [`crate::counters::TIME_EVERY`] is timed.
+    passes: u64,
+    /// The pass being run is timed.
+    timed: bool,
+    /// When the loop last woke (a wait returned): what connections' activity times read
+    /// instead of a clock read each.
+    now: Instant,
     /// `--io`: try io_uring when the loop starts (the ring must be made on its thread).
     io: crate::IoMode,
     /// The io_uring loop's ring; None: the epoll loop.
@@ -183,6 +190,9 @@ impl Worker {
             udp_reqs: Vec::new(),
             udp_carry: Vec::new(),
             pass_requests: 0,
+            passes: 0,
+            timed: false,
+            now: Instant::now(),
             io,
             ring: None,
             completions: Vec::new(),
@@ -274,7 +284,7 @@ impl Worker {
             if self.shared.stop.load(Ordering::SeqCst) {
                 break;
             }
-            let woke = Instant::now();
+            let woke = self.now;
             if !ready.is_empty() || self.udp_ready {
                 // The periodic scheduler: keep collecting until the interval C since this
                 // worker's last batch has passed, so everything that arrives meanwhile joins
@@ -307,17 +317,23 @@ impl Worker {
                     if self.shared.stop.load(Ordering::SeqCst) {
                         break;
                     }
+                    last_launch = Instant::now();
+                } else {
+                    last_launch = woke;
                 }
-                last_launch = Instant::now();
             }
             ready.sort_unstable();
             ready.dedup();
             self.pass_requests = 0;
+            self.passes += 1;
+            self.timed = self.passes.is_multiple_of(crate::counters::TIME_EVERY);
             self.pass(&ready);
-            self.shared
-                .stats
-                .latency
-                .observe(woke.elapsed(), self.pass_requests);
+            if self.timed {
+                self.shared
+                    .stats
+                    .latency
+                    .observe(woke.elapsed(), self.pass_requests);
+            }
             // Backed up as process() sees it: over the buffer limit that is a fraction of
             // the high-water mark, and a client not reading must wait for writability, not
             // be passed again at once (which spun the worker).
@@ -478,7 +494,7 @@ impl Worker {
         let read_cap = self.read_cap();
         let shared = Arc::clone(&self.shared);
         let tasks = &shared.stats.tasks;
-        let t0 = std::time::Instant::now();
+        let t0 = self.task_clock();
         let stats = &shared.stats;
         let limit = self.shared.config.conn_buffer_limit;
         let high_water = self.shared.config.output_high_water;
@@ -534,7 +550,7 @@ impl Worker {
             // Another pass at once, as for a socket with datagrams waiting.
             self.udp_ready = true;
         }
-        let _sd = Timed(&tasks.sd, std::time::Instant::now());
+        let _sd = Timed(&tasks.sd, self.task_clock());
         for &t in ready {
             let failed = self.send(t).is_err();
             let Some(c) = self.conns.get_mut(t) else {
@@ -572,6 +588,11 @@ impl Worker {
         }
     }
 
+    /// A clock read for the task timers, in a timed pass only.
+    pub(super) fn task_clock(&self) -> Option<Instant> {
+        self.timed.then(Instant::now)
+    }
+
     fn read_cap(&self) -> usize {
         let l = &self.shared.config.limits;
         l.max_item_size.max(l.max_get_line) + 64 * 1024
@@ -579,7 +600,7 @@ impl Worker {
 }
 
 /// Adds the time from its start to `counter` when dropped (the send phase has early exits).
-struct Timed<'a>(&'a std::sync::atomic::AtomicU64, std::time::Instant);
+struct Timed<'a>(&'a std::sync::atomic::AtomicU64, Option<std::time::Instant>);
 
 impl Drop for Timed<'_> {
     fn drop(&mut self) {

@@ -73,7 +73,9 @@ pub fn device_layout() -> Vec<(&'static str, u32)> {
 
 #[inline(always)]
 pub(crate) fn rd32(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[off..off + 4]);
+    u32::from_le_bytes(w)
 }
 
 #[inline(always)]
@@ -94,14 +96,21 @@ impl<'a> Item<'a> {
         Item { chunk }
     }
 
+    /// The header's bytes: one bounds check for all of its fields.
+    #[inline(always)]
+    fn head(&self) -> &'a [u8; HEADER_BYTES] {
+        let head: Option<&[u8; HEADER_BYTES]> = self.chunk.first_chunk();
+        head.expect("a chunk starts with its header")
+    }
+
     #[inline]
     pub fn key_len(&self) -> usize {
-        self.chunk[OFF_KEY_LEN] as usize
+        self.head()[OFF_KEY_LEN] as usize
     }
 
     #[inline]
     pub fn value_len(&self) -> usize {
-        rd32(self.chunk, OFF_VALUE_LEN) as usize
+        rd32(self.head(), OFF_VALUE_LEN) as usize
     }
 
     #[inline]
@@ -129,7 +138,7 @@ impl<'a> Item<'a> {
     /// Whether the value is stored in parts (read it with `SlabStore::value_parts`).
     #[inline]
     pub fn is_chained(&self) -> bool {
-        self.chunk[OFF_LAYOUT] == LAYOUT_CHAINED
+        self.head()[OFF_LAYOUT] == LAYOUT_CHAINED
     }
 
     /// The value, when it lies in this chunk (None for a chained item: see
@@ -152,34 +161,32 @@ impl<'a> Item<'a> {
 
     #[inline]
     pub fn flags(&self) -> u32 {
-        rd32(self.chunk, OFF_FLAGS)
+        rd32(self.head(), OFF_FLAGS)
     }
 
     /// Raw expiry: 0 never, else a Unix time.
     #[inline]
     pub fn expiry(&self) -> u32 {
-        rd32(self.chunk, OFF_EXPIRY)
+        rd32(self.head(), OFF_EXPIRY)
     }
 
     #[inline]
     pub fn cas(&self) -> u64 {
-        u64::from_le_bytes(
-            self.chunk[OFF_CAS..OFF_CAS + 8]
-                .try_into()
-                .expect("8 bytes"),
-        )
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&self.head()[OFF_CAS..OFF_CAS + 8]);
+        u64::from_le_bytes(w)
     }
 
     /// Meta state bits: [`FETCHED`], [`STALE`], [`WIN_SENT`].
     #[inline]
     pub fn bits(&self) -> u8 {
-        self.chunk[OFF_BITS]
+        self.head()[OFF_BITS]
     }
 
     /// Unix time of the last bumping access (or of the store).
     #[inline]
     pub fn atime(&self) -> u32 {
-        rd32(self.chunk, OFF_ATIME)
+        rd32(self.head(), OFF_ATIME)
     }
 
     #[inline]

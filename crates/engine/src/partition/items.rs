@@ -173,6 +173,7 @@ impl Partition {
             return false;
         }
         self.group_kc.clear();
+        self.group_at.clear();
         for &v in &d.found {
             self.group_kc.push(match v {
                 KcVerdict::Live => Kc::Live,

@@ -4,7 +4,9 @@
 //! ITEM_TOKEN_SENT) and its access time.
 
 use hkv_index::{KeyHash, Location};
-use hkv_store::{expiry_from_exptime, ClassOp, BINARY_KEY, FETCHED, STALE, WIN_SENT};
+use hkv_store::{
+    expiry_from_exptime, ChunkAt, ClassOp, HitHeader, BINARY_KEY, FETCHED, STALE, WIN_SENT,
+};
 
 use super::{Partition, Parts};
 use hkv_types::{flag_order, hit, Request, Response};
@@ -53,9 +55,44 @@ impl Partition {
                 h
             }
         };
-        let Some(item) = item else {
-            return Response::Miss;
-        };
+        match item {
+            Some(header) => self.hit_response(req, loc, &header, offset, now),
+            None => Response::Miss,
+        }
+    }
+
+    /// RD of a live item KC found at `at` on the CPU: [`Partition::rd_answer_hit_from`]
+    /// without a second slot lookup. None: its value goes by the general path (a pin).
+    #[inline(always)]
+    pub(super) fn rd_answer_hit_at(
+        &mut self,
+        req: &Request<'_>,
+        loc: Location,
+        at: ChunkAt,
+        header: &HitHeader,
+        now: u32,
+        data: &mut Vec<u8>,
+    ) -> Option<Response> {
+        if header.value_len as usize >= self.zero_copy_min {
+            return None;
+        }
+        let offset = data.len();
+        self.store.read_at(at, header, now, !req.meta.no_bump, data);
+        Some(self.hit_response(req, loc, header, offset, now))
+    }
+
+    /// A hit's answer from its header as the read found it (before the read bumped it):
+    /// the meta state bits, and the recache token (`W`) handed to the first reader of a
+    /// stale item or one near expiry (`R`).
+    #[inline(always)]
+    fn hit_response(
+        &mut self,
+        req: &Request<'_>,
+        loc: Location,
+        item: &HitHeader,
+        offset: usize,
+        now: u32,
+    ) -> Response {
         let state = item.bits;
         let expiry = item.expiry;
         let mut bits = 0;

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::policy::Proc;
+use hkv_store::{ChunkAt, Lookup};
 
 impl Partition {
     pub(super) fn flush_reads(
@@ -31,7 +32,9 @@ impl Partition {
         // in arrival order, on lines now in cache. Two passes so each is timed on its own
         // (and placed on its own, where the device shares host memory: items.rs).
         let n = self.group.len();
-        let t = std::time::Instant::now();
+        let weight = self.read_weight;
+        let clock = || (weight > 0).then(std::time::Instant::now);
+        let t = clock();
         let (mut kc_proc, mut rd_proc) = self.items_procs(n);
         if kc_proc == Proc::Device && !self.kc_on_device(reqs, now) {
             kc_proc = Proc::Cpu;
@@ -39,8 +42,10 @@ impl Partition {
         if kc_proc == Proc::Cpu {
             self.kc_group(reqs, now);
         }
-        let kc = std::time::Instant::now();
-        self.kc_timed(kc_proc, n, t);
+        let kc = clock();
+        if let Some(t) = t {
+            self.kc_timed(kc_proc, n, t);
+        }
         if rd_proc == Proc::Device && !self.rd_on_device(kc_proc == Proc::Device) {
             rd_proc = Proc::Cpu;
         }
@@ -64,9 +69,11 @@ impl Partition {
                 d.value_at = value_at;
             }
         }
-        self.rd_timed(kc_proc, rd_proc, n, kc);
-        self.stats.task_kc_ns += (kc - t).as_nanos() as u64;
-        self.stats.task_rd_ns += kc.elapsed().as_nanos() as u64;
+        if let (Some(t), Some(kc)) = (t, kc) {
+            self.rd_timed(kc_proc, rd_proc, n, kc);
+            self.stats.task_kc_ns += (kc - t).as_nanos() as u64 * weight;
+            self.stats.task_rd_ns += kc.elapsed().as_nanos() as u64 * weight;
+        }
         self.group.clear();
         self.group_sigs = [0; 4];
     }
@@ -78,23 +85,28 @@ impl Partition {
             .extend(self.group.iter().map(|&i| hashes[i as usize]));
         self.group_locs.clear();
         self.group_locs.resize(self.group.len(), NO_LOCATION);
-        let t = std::time::Instant::now();
+        let t = (self.read_weight > 0).then(std::time::Instant::now);
         self.index.search(
             &self.store,
             &self.group_hashes,
             &mut self.group_locs,
             &mut self.dropped,
         );
-        let ns = t.elapsed().as_nanos() as u64;
         self.timing.reads += self.group.len() as u64;
-        self.timing.search_ns += ns;
-        self.stats.task_in_ns += ns;
+        if let Some(t) = t {
+            let ns = t.elapsed().as_nanos() as u64;
+            self.timing.timed_reads += self.group.len() as u64;
+            self.timing.search_ns += ns;
+            self.stats.task_in_ns += ns * self.read_weight;
+        }
         self.free_dropped();
     }
 
-    /// KC: what each read of the group found at its location (`group_kc`).
+    /// KC: what each read of the group found at its location (`group_kc`), and where the
+    /// live ones lie (`group_at`), so RD needs no second slot lookup.
     fn kc_group(&mut self, reqs: &[Request<'_>], now: u32) {
         self.group_kc.clear();
+        self.group_at.clear();
         for &loc in self.group_locs.iter().take(ITEM_PREFETCH_DISTANCE) {
             self.store.prefetch(loc);
         }
@@ -103,22 +115,24 @@ impl Partition {
                 self.store.prefetch(ahead);
             }
             let key = reqs[self.group[j] as usize].key;
-            let found = match self.store.get(self.group_locs[j]) {
-                None => Kc::Miss,
-                Some(item) if !kc_key_matches(&item, key) => {
+            let (found, at) = match self.store.lookup(self.group_locs[j], key, now) {
+                Lookup::Live(at) => (Kc::Live, at),
+                Lookup::Expired => (Kc::Expired, ChunkAt::default()),
+                Lookup::Empty => (Kc::Miss, ChunkAt::default()),
+                Lookup::OtherKey => {
                     self.stats.key_mismatches += 1;
-                    Kc::Miss
+                    (Kc::Miss, ChunkAt::default())
                 }
-                Some(item) if item.is_expired(now) => Kc::Expired,
-                Some(_) => Kc::Live,
             };
             self.group_kc.push(found);
+            self.group_at.push(at);
         }
     }
 
     /// RD of the `j`th read of the group, from what KC found. `copied`: the value the
     /// device's RD copied for it, if it did.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn rd_one(
         &mut self,
         req: &Request<'_>,
@@ -132,8 +146,14 @@ impl Partition {
         let loc = self.group_locs[j];
         match self.group_kc[j] {
             Kc::Live => {
+                // KC ran on the CPU and left where the item is (the device's KC does not).
+                let at = self.group_at.get(j).copied().filter(|_| copied.is_none());
+                let header = at.and_then(|at| self.store.header_at(at));
                 if req.deferrable {
-                    let value_len = self.store.get(loc).map_or(0, |i| i.value_len());
+                    let value_len = match &header {
+                        Some(h) => h.value_len as usize,
+                        None => self.store.get(loc).map_or(0, |i| i.value_len()),
+                    };
                     let g = req.group as usize;
                     if group_bytes.len() <= g {
                         group_bytes.resize(g + 1, 0);
@@ -146,6 +166,11 @@ impl Partition {
                     group_bytes[g] += value_len;
                 }
                 self.stats.get_hits += 1;
+                if let (Some(at), Some(header)) = (at, header) {
+                    if let Some(r) = self.rd_answer_hit_at(req, loc, at, &header, now, data) {
+                        return r;
+                    }
+                }
                 return self.rd_answer_hit_from(req, loc, now, data, copied);
             }
             Kc::Expired => {

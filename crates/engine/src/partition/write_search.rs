@@ -43,16 +43,18 @@ impl Partition {
             }
         }
         if hs.len() >= 2 {
-            let t = std::time::Instant::now();
+            let t = (self.read_weight > 0).then(std::time::Instant::now);
             found.clear();
             found.resize(hs.len(), NO_LOCATION);
             let rebuilds = self.index.rebuilds;
             self.index
                 .search(&self.store, &hs, &mut found, &mut self.dropped);
             self.free_dropped();
-            let ns = t.elapsed().as_nanos() as u64;
-            self.timing.write_ns += ns;
-            self.stats.task_in_ns += ns;
+            if let Some(t) = t {
+                let ns = t.elapsed().as_nanos() as u64;
+                self.timing.write_ns += ns;
+                self.stats.task_in_ns += ns * self.read_weight;
+            }
             if self.index.rebuilds == rebuilds {
                 self.write_locs.clear();
                 self.write_locs.resize(reqs.len(), None);

@@ -26,7 +26,7 @@ impl Worker {
             return;
         };
         if c.ring.is_none() {
-            rv_receive(c, cap, &self.shared);
+            rv_receive(c, cap, &self.shared, self.now);
             return;
         }
         c.want_read = false;
@@ -117,12 +117,13 @@ impl Worker {
                 );
                 Ok(())
             }
-            _ => sd_send(c, &self.shared),
+            _ => sd_send(c, &self.shared, self.now),
         }
     }
 }
 
-pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
+/// RV on the epoll loop. `now`: when the loop woke (the connection's activity time).
+pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared, now: Instant) {
     c.want_read = false;
     let mut got = 0;
     loop {
@@ -149,7 +150,7 @@ pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
                 c.rend += n;
                 got += n;
                 crate::stage::rv_drain_body(c, &shared.engine);
-                c.last_active = Instant::now();
+                c.last_active = now;
                 if let Some((_, t)) = &c.registered {
                     t.store(u64::from(unix_now()), Ordering::Relaxed);
                 }
@@ -170,7 +171,7 @@ pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared) {
 }
 
 /// SD: writes as much pending output as the socket takes.
-pub(super) fn sd_send(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
+pub(super) fn sd_send(c: &mut Conn, shared: &Shared, now: Instant) -> Result<(), ()> {
     while !c.wbuf.is_sent() {
         let wrote = if c.wbuf.has_splices() {
             // Values sent from item memory: one writev over the replies and the values.
@@ -184,7 +185,7 @@ pub(super) fn sd_send(c: &mut Conn, shared: &Shared) -> Result<(), ()> {
             Ok(0) => return Err(()),
             Ok(n) => {
                 c.wbuf.advance(n);
-                c.last_active = Instant::now();
+                c.last_active = now;
                 shared
                     .stats
                     .bytes_written

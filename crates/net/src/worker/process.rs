@@ -80,7 +80,7 @@ impl Worker {
         ready: &[usize],
         hot: Option<&crate::hot::HotSet>,
     ) -> u64 {
-        let t0 = std::time::Instant::now();
+        let t0 = self.task_clock();
         for &t in ready {
             if let Some(c) = self.conns.get_mut(t) {
                 crate::stage::rv_drain_body(c, &self.shared.engine);

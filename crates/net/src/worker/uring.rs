@@ -61,6 +61,7 @@ impl Worker {
     ) -> io::Result<()> {
         let Some(ring) = self.ring.as_mut() else {
             self.poll.poll(events, timeout)?;
+            self.now = Instant::now();
             self.collect(events, ready);
             return Ok(());
         };
@@ -68,6 +69,7 @@ impl Worker {
             ring.arm_poll(self.poll.as_raw_fd());
         }
         ring.wait(timeout)?;
+        self.now = Instant::now();
         let mut done = std::mem::take(&mut self.completions);
         done.clear();
         ring.reap(&mut done);
@@ -168,6 +170,7 @@ impl Worker {
 
     /// RV on io_uring: the bytes a receive brought are appended to the connection's input.
     fn on_recv(&mut self, c: &Completion, ready: &mut Vec<usize>) {
+        let now = self.now;
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
@@ -195,7 +198,7 @@ impl Worker {
                     conn.rend = end;
                     ring.recycle(bid);
                     crate::stage::rv_drain_body(conn, &self.shared.engine);
-                    conn.last_active = Instant::now();
+                    conn.last_active = now;
                     if let Some((_, t)) = &conn.registered {
                         t.store(u64::from(unix_now()), Ordering::Relaxed);
                     }
@@ -236,6 +239,7 @@ impl Worker {
 
     /// SD on io_uring: a send finished; the rest of a short one goes out at once.
     fn on_send(&mut self, c: &Completion, ready: &mut Vec<usize>) {
+        let now = self.now;
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
@@ -260,7 +264,7 @@ impl Worker {
             return;
         }
         let n = c.result as usize;
-        conn.last_active = Instant::now();
+        conn.last_active = now;
         self.shared
             .stats
             .bytes_written

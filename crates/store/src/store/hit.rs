@@ -20,7 +20,7 @@ pub struct HitHeader {
 
 impl HitHeader {
     #[inline(always)]
-    fn of(item: &Item<'_>) -> HitHeader {
+    pub(super) fn of(item: &Item<'_>) -> HitHeader {
         HitHeader {
             bits: item.bits(),
             expiry: item.expiry(),

@@ -1,0 +1,112 @@
+//! KC and RD of a read over one slot lookup: [`SlabStore::lookup`] finds the chunk behind a
+//! location and compares the key (KC); [`SlabStore::read_at`] copies the value and records the
+//! hit from where KC found it (RD). A location costs a class lookup, a page split and three
+//! bounds checks to turn into a chunk; the GET path paid that five times per hit.
+
+use super::SlabStore;
+use crate::item::*;
+use crate::location::{decode, Location};
+use crate::HitHeader;
+
+/// Where a live item's chunk lies, as [`SlabStore::lookup`] found it. It stays valid while
+/// the chunk holds that item: nothing between a read group's KC and RD frees or reuses a
+/// chunk KC found live (a read frees only an expired item, which KC saw as expired).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChunkAt {
+    class: u32,
+    page: u32,
+    /// Byte offset of the chunk in its page.
+    start: u32,
+}
+
+/// What KC found at a location for a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// No live item there (free, retired, or out of range).
+    Empty,
+    /// Another key's item: a signature collision, or the location was reused.
+    OtherKey,
+    /// The key's item, past its expiry.
+    Expired,
+    /// The key's live item.
+    Live(ChunkAt),
+}
+
+impl SlabStore {
+    /// KC: whether the item at `loc` is `key`'s, and live at `now`.
+    #[inline(always)]
+    pub fn lookup(&self, loc: Location, key: &[u8], now: u32) -> Lookup {
+        let (c, slot) = decode(loc);
+        let Some(class) = self.classes.get(c) else {
+            return Lookup::Empty;
+        };
+        let (p, off) = class.split(slot);
+        // `off < per_page`, so the page exists exactly when `slot < slots()`.
+        let Some(page) = class.pages.get(p) else {
+            return Lookup::Empty;
+        };
+        let r = class.chunk_range(off);
+        let start = r.start as u32;
+        let chunk = &page[r];
+        if chunk[OFF_STATUS] != IN_USE {
+            return Lookup::Empty;
+        }
+        let item = Item::new(chunk);
+        if !item.key_is(key) {
+            return Lookup::OtherKey;
+        }
+        if item.is_expired(now) {
+            return Lookup::Expired;
+        }
+        Lookup::Live(ChunkAt {
+            class: c as u32,
+            page: p as u32,
+            start,
+        })
+    }
+
+    #[inline(always)]
+    fn chunk_at(&self, at: ChunkAt) -> Option<&[u8]> {
+        let class = self.classes.get(at.class as usize)?;
+        let start = at.start as usize;
+        class.pages.get(at.page as usize)?.get(start..start + class.info.chunk)
+    }
+
+    /// The header of the live item KC found at `at` (None: the chunk no longer holds a live
+    /// item, which a caller answers as a miss).
+    #[inline(always)]
+    pub fn header_at(&self, at: ChunkAt) -> Option<HitHeader> {
+        let chunk = self.chunk_at(at)?;
+        (chunk[OFF_STATUS] == IN_USE).then(|| HitHeader::of(&Item::new(chunk)))
+    }
+
+    /// RD of the item KC found at `at`, whose header [`SlabStore::header_at`] just read:
+    /// appends its value to `out` and records the hit, as [`SlabStore::read_hit`] does.
+    #[inline(always)]
+    pub fn read_at(&mut self, at: ChunkAt, header: &HitHeader, now: u32, bump: bool, out: &mut Vec<u8>) {
+        let Some(chunk) = self.chunk_at(at) else {
+            return;
+        };
+        let item = Item::new(chunk);
+        match item.flat_value() {
+            Some(v) => out.extend_from_slice(v),
+            None => self.copy_value(&item, out),
+        }
+        let class = &mut self.classes[at.class as usize];
+        class.counts.hits += 1;
+        if bump {
+            let size = class.info.chunk;
+            let start = at.start as usize;
+            let Some(chunk) = class.pages[at.page as usize].get_mut(start..start + size) else {
+                return;
+            };
+            if chunk[OFF_REFERENCED] == 0 {
+                chunk[OFF_REFERENCED] = 1;
+            }
+            if header.bits & FETCHED == 0 || header.atime != now {
+                chunk[OFF_BITS] |= FETCHED;
+                wr32(chunk, OFF_ATIME, now);
+            }
+        }
+    }
+}
