@@ -7,6 +7,7 @@
 //! [`Engine`] holds all partitions for single-threaded use and hands them out to threads with
 //! [`Engine::into_partitions`].
 
+mod clock;
 mod cost;
 mod dispatch;
 mod engine;
@@ -16,7 +17,6 @@ mod pending;
 mod policy;
 mod profile;
 mod route;
-mod clock;
 mod schedule;
 mod shared;
 mod stats;

@@ -134,7 +134,8 @@ pub struct Partition {
     /// This write's MM and IN parts are timed (one in [`WRITE_SAMPLE`]).
     sample_write: bool,
     /// What each timed read of this batch stands for in the task timers: 0 when the batch's
-    /// reads are not timed, else [`READ_SAMPLE`] (CPU engine) or 1 (with a device).
+    /// reads are not timed, else [`READ_SAMPLE`] (CPU engine, C = 0) or 1 (with a device or
+    /// delayed writes).
     read_weight: u64,
     writes_seen: u64,
     /// See [`Partition::set_zero_copy_min`].
@@ -469,7 +470,9 @@ impl Partition {
         group_bytes: &mut Vec<usize>,
     ) {
         self.stats.batches += 1;
-        self.read_weight = if self.has_device() {
+        // With a device the cost model, and with delayed writes (C above zero) the
+        // scheduler's fit, learn from every batch; those batches are few and large.
+        self.read_weight = if self.has_device() || self.delay_writes {
             1
         } else if self.stats.batches.is_multiple_of(READ_SAMPLE) {
             READ_SAMPLE

@@ -195,7 +195,15 @@ impl Scheduler {
             writes,
             write_us,
         };
-        self.observe_since(now_us, Arrived { batches: 1, reads, writes }, Some(sample));
+        self.observe_since(
+            now_us,
+            Arrived {
+                batches: 1,
+                reads,
+                writes,
+            },
+            Some(sample),
+        );
     }
 
     /// The batches `arrived` since the last call, as of `now_us`; `sample`, if any, is the

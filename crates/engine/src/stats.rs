@@ -3,7 +3,8 @@
 pub const WRITE_SAMPLE: u64 = 32;
 /// On the CPU engine, one batch in this many has its reads' IN, KC and RD timed (five clock
 /// reads per read group, ~30 ns each on this VM: a tenth of a small batch's engine time).
-/// With a device every batch is timed: the cost model learns from each.
+/// With a device or delayed writes (C above zero) every batch is timed: the cost model and
+/// the scheduler's fit learn from each.
 pub const READ_SAMPLE: u64 = 8;
 
 /// Engine counters for one partition (or summed over all).

@@ -89,6 +89,8 @@ pub(crate) struct Worker {
     pass_requests: u64,
     /// Passes run; one in [`crate::counters::TIME_EVERY`] is timed.
     passes: u64,
+    /// Requests the last pass planned (rounded up): the next pass's starting capacity.
+    batch_hint: usize,
     /// The pass being run is timed.
     timed: bool,
     /// When the loop last woke (a wait returned): what connections' activity times read
@@ -191,6 +193,7 @@ impl Worker {
             udp_carry: Vec::new(),
             pass_requests: 0,
             passes: 0,
+            batch_hint: 16,
             timed: false,
             now: Instant::now(),
             io,

@@ -23,6 +23,7 @@ pub use item::{
 };
 pub use location::{Location, LOCATION_CLASS_BITS, MAX_CLASSES, NO_LOCATION};
 pub use store::{
-    ChunkAt, ClassCounts, ClassImage, ClassOp, ClassReport, CrawlCursor, HitHeader, Lookup, ReassignError, Reclaim,
-    RestoreError, SlabStore, Stage, StoreConfig, StoreError, StoreImage, StoreStats, ValueParts,
+    ChunkAt, ClassCounts, ClassImage, ClassOp, ClassReport, CrawlCursor, HitHeader, Lookup,
+    ReassignError, Reclaim, RestoreError, SlabStore, Stage, StoreConfig, StoreError, StoreImage,
+    StoreStats, ValueParts,
 };

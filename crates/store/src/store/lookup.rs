@@ -69,7 +69,10 @@ impl SlabStore {
     fn chunk_at(&self, at: ChunkAt) -> Option<&[u8]> {
         let class = self.classes.get(at.class as usize)?;
         let start = at.start as usize;
-        class.pages.get(at.page as usize)?.get(start..start + class.info.chunk)
+        class
+            .pages
+            .get(at.page as usize)?
+            .get(start..start + class.info.chunk)
     }
 
     /// The header of the live item KC found at `at` (None: the chunk no longer holds a live
@@ -83,7 +86,14 @@ impl SlabStore {
     /// RD of the item KC found at `at`, whose header [`SlabStore::header_at`] just read:
     /// appends its value to `out` and records the hit, as [`SlabStore::read_hit`] does.
     #[inline(always)]
-    pub fn read_at(&mut self, at: ChunkAt, header: &HitHeader, now: u32, bump: bool, out: &mut Vec<u8>) {
+    pub fn read_at(
+        &mut self,
+        at: ChunkAt,
+        header: &HitHeader,
+        now: u32,
+        bump: bool,
+        out: &mut Vec<u8>,
+    ) {
         let Some(chunk) = self.chunk_at(at) else {
             return;
         };
