@@ -29,7 +29,11 @@ pub use hkv_index::set_hash_seed;
 
 /// A key's 64-bit hash under the process seed (the hot/cold router bins keys by it).
 pub fn key_hash(key: &[u8]) -> u64 {
-    let h = hkv_index::hash_key(key);
+    wide_hash(&hkv_index::hash_key(key))
+}
+
+/// [`key_hash`] from the index's split of the same hash.
+pub(crate) fn wide_hash(h: &hkv_index::KeyHash) -> u64 {
     (u64::from(h.sig) << 32) | u64::from(h.lo)
 }
 pub use cost::PlacementReport;

@@ -419,6 +419,19 @@ impl Partition {
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
         hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
+        self.execute_hashed(reqs, &hashes, now, out);
+        self.hashes = hashes;
+    }
+
+    /// [`Partition::execute`] with the keys' hashes already made (`hashes[i]` is
+    /// `hash_key(reqs[i].key)`).
+    pub(crate) fn execute_hashed(
+        &mut self,
+        reqs: &[Request<'_>],
+        hashes: &[KeyHash],
+        now: u32,
+        out: &mut Responses,
+    ) {
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
         out.after.resize(base + reqs.len(), After::default());
@@ -438,7 +451,7 @@ impl Partition {
         self.pin_sink.open(pinned);
         self.run(
             reqs,
-            &hashes,
+            hashes,
             0..reqs.len() as u32,
             now,
             &mut results[base..],
@@ -447,7 +460,6 @@ impl Partition {
             group_bytes,
         );
         self.pin_sink.close(pinned);
-        self.hashes = hashes;
     }
 
     /// Runs the requests `which` (indices into `reqs` and `hashes`, in arrival order) and

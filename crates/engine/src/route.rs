@@ -18,12 +18,12 @@ pub(crate) fn run_batch(
     (hashes, owners): (&mut Vec<KeyHash>, &mut Vec<u32>),
     mut with: impl FnMut(u32, &mut dyn FnMut(&mut Partition)),
 ) {
-    if n == 1 {
-        with(0, &mut |p| p.execute(reqs, now, out));
-        return;
-    }
     hashes.clear();
     hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
+    if n == 1 {
+        with(0, &mut |p| p.execute_hashed(reqs, hashes, now, out));
+        return;
+    }
     owners.clear();
     owners.extend(hashes.iter().map(|h| h.partition(n)));
     let base = out.results.len();

@@ -60,6 +60,14 @@ pub struct Scratch {
     arrived: Arrived,
 }
 
+impl Scratch {
+    /// The 64-bit hash of the key of each request of the last batch run with this scratch
+    /// (what [`crate::key_hash`] gives), for callers that bin keys by it.
+    pub fn key_hashes(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        self.hashes.iter().map(crate::wide_hash)
+    }
+}
+
 /// A caller tells the scheduler of its batches at least every this many (sooner when one
 /// was timed): each telling takes the scheduler's lock, which every worker shares.
 const OBSERVE_AT_MOST_EVERY: u64 = 16;

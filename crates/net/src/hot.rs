@@ -103,8 +103,14 @@ impl Router {
     }
 
     /// Counts one read of `key` by `worker`.
+    #[cfg(test)]
     pub(crate) fn sample(&self, worker: usize, key: &[u8]) {
-        let b = bin_of(hkv_engine::key_hash(key));
+        self.sample_hash(worker, hkv_engine::key_hash(key));
+    }
+
+    /// [`Router::sample`] of a key whose [`hkv_engine::key_hash`] is `hash`.
+    pub(crate) fn sample_hash(&self, worker: usize, hash: u64) {
+        let b = bin_of(hash);
         let h = &self.counts[worker % self.counts.len()];
         h[b].fetch_add(1, Ordering::Relaxed);
     }

@@ -251,15 +251,6 @@ impl Worker {
         }
         let tasks = &self.shared.stats.tasks;
         let mut t0 = TaskTimes::add(&tasks.pp, t0);
-        if let Some(router) = self.shared.config.hot.as_deref() {
-            // Hot-path reads are counted too: a key stays hot while it is read.
-            let reads = batch
-                .iter()
-                .filter(|r| matches!(r.op, hkv_engine::Op::Get | hkv_engine::Op::Gets));
-            for r in reads {
-                router.sample(self.id, r.key);
-            }
-        }
         let ran = batch.len() as u64;
         if !batch.is_empty() && hot.is_some() {
             self.shared
@@ -275,6 +266,16 @@ impl Worker {
                 .stats
                 .batched_requests
                 .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        }
+        if let Some(router) = self.shared.config.hot.as_deref().filter(|_| ran > 0) {
+            // Hot-path reads are counted too: a key stays hot while it is read. The engine
+            // hashed every key of the batch already.
+            let hashes = self.scratch.key_hashes();
+            for (r, h) in batch.iter().zip(hashes) {
+                if matches!(r.op, hkv_engine::Op::Get | hkv_engine::Op::Gets) {
+                    router.sample_hash(self.id, h);
+                }
+            }
         }
         if self.shared.detail.enabled() {
             use crate::stats::detail::Event;

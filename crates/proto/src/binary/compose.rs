@@ -2,7 +2,7 @@
 
 use hkv_types::{Response, Responses};
 
-use super::{op, status, write_header, write_simple};
+use super::{header, op, status, write_header, write_simple, HEADER_LEN};
 use crate::output::Output;
 use crate::step::{BinKind, BinStep};
 
@@ -50,8 +50,9 @@ pub fn compose(step: &BinStep, rbuf: &[u8], res: &Responses, out: &mut Output) {
                 ) => {
                     let value_len = len as usize;
                     let k: &[u8] = if with_key { key } else { b"" };
-                    write_header(
-                        out,
+                    // Header and flags (the extras) go out as one piece.
+                    let mut h = [0u8; HEADER_LEN + 4];
+                    h[..HEADER_LEN].copy_from_slice(&header(
                         opcode,
                         k.len(),
                         4,
@@ -59,8 +60,9 @@ pub fn compose(step: &BinStep, rbuf: &[u8], res: &Responses, out: &mut Output) {
                         4 + k.len() + value_len,
                         opaque,
                         cas,
-                    );
-                    out.extend_from_slice(&flags.to_be_bytes());
+                    ));
+                    h[HEADER_LEN..].copy_from_slice(&flags.to_be_bytes());
+                    out.extend_from_slice(&h);
                     out.extend_from_slice(k);
                     out.value(res, r);
                 }

@@ -290,15 +290,33 @@ pub fn write_header(
     opaque: u32,
     cas: u64,
 ) {
-    out.push(RESPONSE_MAGIC);
-    out.push(opcode);
-    out.extend_from_slice(&(key_len as u16).to_be_bytes());
-    out.push(extras_len as u8);
-    out.push(0);
-    out.extend_from_slice(&status.to_be_bytes());
-    out.extend_from_slice(&(body_len as u32).to_be_bytes());
-    out.extend_from_slice(&opaque.to_be_bytes());
-    out.extend_from_slice(&cas.to_be_bytes());
+    out.extend_from_slice(&header(
+        opcode, key_len, extras_len, status, body_len, opaque, cas,
+    ));
+}
+
+/// A response header's bytes, built whole so it is appended at once (nine pushes each
+/// checked the buffer's capacity).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn header(
+    opcode: u8,
+    key_len: usize,
+    extras_len: usize,
+    status: u16,
+    body_len: usize,
+    opaque: u32,
+    cas: u64,
+) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0] = RESPONSE_MAGIC;
+    h[1] = opcode;
+    h[2..4].copy_from_slice(&(key_len as u16).to_be_bytes());
+    h[4] = extras_len as u8;
+    h[6..8].copy_from_slice(&status.to_be_bytes());
+    h[8..12].copy_from_slice(&(body_len as u32).to_be_bytes());
+    h[12..16].copy_from_slice(&opaque.to_be_bytes());
+    h[16..24].copy_from_slice(&cas.to_be_bytes());
+    h
 }
 
 /// Appends a response with no extras and no key: a status with memcached's message as body
