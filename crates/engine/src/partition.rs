@@ -77,8 +77,6 @@ pub struct Partition {
     group_locs: Vec<Location>,
     /// What KC found for each read of the group.
     group_kc: Vec<read::Kc>,
-    /// Where CPU KC found each live read of the group (empty after the device's KC).
-    group_at: Vec<hkv_store::ChunkAt>,
     value_buf: Vec<u8>,
     /// The current batch's index work, for the scheduler's cost fit.
     timing: BatchTiming,
@@ -228,7 +226,6 @@ impl Partition {
             group_hashes: Vec::with_capacity(READ_GROUP),
             group_locs: Vec::with_capacity(READ_GROUP),
             group_kc: Vec::with_capacity(READ_GROUP),
-            group_at: Vec::with_capacity(READ_GROUP),
             value_buf: Vec::new(),
             timing: BatchTiming::default(),
             pending: SameKeyTable::default(),

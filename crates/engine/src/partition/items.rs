@@ -173,7 +173,6 @@ impl Partition {
             return false;
         }
         self.group_kc.clear();
-        self.group_at.clear();
         for &v in &d.found {
             self.group_kc.push(match v {
                 KcVerdict::Live => Kc::Live,
@@ -202,7 +201,7 @@ impl Partition {
         let mut total = 0u32;
         for j in 0..self.group.len() {
             let mut at = NOT_COPIED;
-            if self.group_kc[j] == Kc::Live {
+            if self.group_kc[j].is_live() {
                 let loc = self.group_locs[j];
                 let len = if lens_from_kc {
                     d.lens[j]

@@ -57,12 +57,21 @@ impl Partition {
             ),
             _ => (Vec::new(), Vec::new()),
         };
-        for j in 0..n {
-            let i = self.group[j] as usize;
-            let h = self.group_hashes[j];
+        // The group's lists, taken out for the loop (RD needs the rest of the partition).
+        let group = std::mem::take(&mut self.group);
+        let group_hashes = std::mem::take(&mut self.group_hashes);
+        let locs = std::mem::take(&mut self.group_locs);
+        let kcs = std::mem::take(&mut self.group_kc);
+        let each = group.iter().zip(&group_hashes).zip(&locs).zip(&kcs);
+        for (j, (((&i, h), &loc), &kc)) in each.enumerate() {
             let copied = items::ItemsDevice::value(&values, &value_at, j);
-            results[i] = self.rd_one(&reqs[i], &h, j, now, data, group_bytes, copied);
+            let i = i as usize;
+            results[i] = self.rd_one(&reqs[i], h, loc, kc, now, data, group_bytes, copied);
         }
+        self.group = group;
+        self.group_hashes = group_hashes;
+        self.group_locs = locs;
+        self.group_kc = kcs;
         if let Some(d) = &mut self.items_device {
             if rd_proc == Proc::Device {
                 d.values = values;
@@ -102,30 +111,36 @@ impl Partition {
         self.free_dropped();
     }
 
-    /// KC: what each read of the group found at its location (`group_kc`), and where the
-    /// live ones lie (`group_at`), so RD needs no second slot lookup.
+    /// KC: what each read of the group found at its location (`group_kc`), with where the
+    /// live ones lie, so RD needs no second slot lookup.
     fn kc_group(&mut self, reqs: &[Request<'_>], now: u32) {
-        self.group_kc.clear();
-        self.group_at.clear();
-        for &loc in self.group_locs.iter().take(ITEM_PREFETCH_DISTANCE) {
-            self.store.prefetch(loc);
+        let Partition {
+            group,
+            group_locs,
+            group_kc,
+            store,
+            stats,
+            ..
+        } = self;
+        group_kc.clear();
+        for &loc in group_locs.iter().take(ITEM_PREFETCH_DISTANCE) {
+            store.prefetch(loc);
         }
-        for j in 0..self.group.len() {
-            if let Some(&ahead) = self.group_locs.get(j + ITEM_PREFETCH_DISTANCE) {
-                self.store.prefetch(ahead);
+        let ahead = group_locs.iter().skip(ITEM_PREFETCH_DISTANCE);
+        let mut ahead = ahead.copied();
+        for (&i, &loc) in group.iter().zip(group_locs.iter()) {
+            if let Some(next) = ahead.next() {
+                store.prefetch(next);
             }
-            let key = reqs[self.group[j] as usize].key;
-            let (found, at) = match self.store.lookup(self.group_locs[j], key, now) {
-                Lookup::Live(at) => (Kc::Live, at),
-                Lookup::Expired => (Kc::Expired, ChunkAt::default()),
-                Lookup::Empty => (Kc::Miss, ChunkAt::default()),
+            group_kc.push(match store.lookup(loc, reqs[i as usize].key, now) {
+                Lookup::Live(at) => Kc::LiveAt(at),
+                Lookup::Expired => Kc::Expired,
+                Lookup::Empty => Kc::Miss,
                 Lookup::OtherKey => {
-                    self.stats.key_mismatches += 1;
-                    (Kc::Miss, ChunkAt::default())
+                    stats.key_mismatches += 1;
+                    Kc::Miss
                 }
-            };
-            self.group_kc.push(found);
-            self.group_at.push(at);
+            });
         }
     }
 
@@ -137,17 +152,20 @@ impl Partition {
         &mut self,
         req: &Request<'_>,
         h: &KeyHash,
-        j: usize,
+        loc: Location,
+        kc: Kc,
         now: u32,
         data: &mut Vec<u8>,
         group_bytes: &mut Vec<usize>,
         copied: Option<&[u8]>,
     ) -> Response {
-        let loc = self.group_locs[j];
-        match self.group_kc[j] {
-            Kc::Live => {
+        match kc {
+            Kc::Live | Kc::LiveAt(_) => {
                 // KC ran on the CPU and left where the item is (the device's KC does not).
-                let at = self.group_at.get(j).copied().filter(|_| copied.is_none());
+                let at = match kc {
+                    Kc::LiveAt(at) if copied.is_none() => Some(at),
+                    _ => None,
+                };
                 let header = at.and_then(|at| self.store.header_at(at));
                 if req.deferrable {
                     let value_len = match &header {
@@ -228,7 +246,16 @@ pub(super) enum Kc {
     Miss,
     /// The key's item, expired: RD removes it and answers a miss.
     Expired,
+    /// The key's live item (as the device's KC reports it).
     Live,
+    /// The key's live item, and where its chunk lies (the CPU's KC).
+    LiveAt(ChunkAt),
+}
+
+impl Kc {
+    pub(super) fn is_live(&self) -> bool {
+        matches!(self, Kc::Live | Kc::LiveAt(_))
+    }
 }
 
 /// Where `h`'s signature falls in a read group's signature filter.
