@@ -12,6 +12,23 @@ pub fn line(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(b"\r\n");
 }
 
+/// Appends `n` in decimal.
+#[inline]
+pub fn number(out: &mut Vec<u8>, n: impl itoa::Integer) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// Appends a space, `letter` (none if 0) and `n` in decimal: a meta return flag or a field
+/// of a VALUE line.
+#[inline]
+pub fn field(out: &mut Vec<u8>, letter: u8, n: impl itoa::Integer) {
+    out.push(b' ');
+    if letter != 0 {
+        out.push(letter);
+    }
+    number(out, n);
+}
+
 /// memcached's error line for an engine result that is a failure (or, for a result a
 /// command cannot produce, a server error rather than silence).
 pub fn error_line(r: &Response) -> &'static str {
@@ -21,6 +38,15 @@ pub fn error_line(r: &Response) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_and_fields_are_decimal() {
+        let mut out = Vec::new();
+        number(&mut out, 0u32);
+        field(&mut out, 0, u64::MAX);
+        field(&mut out, b't', -1i64);
+        assert_eq!(out, b"0 18446744073709551615 t-1");
+    }
 
     #[test]
     fn a_line_ends_in_crlf_and_errors_are_memcacheds() {

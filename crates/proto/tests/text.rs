@@ -34,7 +34,7 @@ fn complete_requests() {
         p(b"get a bb\r\nrest"),
         Parsed::Command {
             cmd: Command::Get {
-                keys: vec![b"a", b"bb"],
+                keys: vec![&b"a"[..], b"bb"].into(),
                 cas: false
             },
             len: 10

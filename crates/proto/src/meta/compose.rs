@@ -6,7 +6,7 @@ use std::io::Write;
 use crate::output::Output;
 use hkv_types::{hit, Response, Responses};
 
-use crate::reply::{error_line, line};
+use crate::reply::{error_line, field, line};
 use crate::step::{Echo, MetaKind, MetaStep};
 use crate::text::decode_key;
 
@@ -60,22 +60,22 @@ fn ret_flags(out: &mut Vec<u8>, e: &Echo, rbuf: &[u8], found: Option<&Found>, no
                 }
             }
             (b'c', Some(i)) => {
-                let _ = write!(out, " c{}", i.cas);
+                field(out, b'c', i.cas);
             }
             (b'f', Some(i)) => {
-                let _ = write!(out, " f{}", i.flags);
+                field(out, b'f', i.flags);
             }
             (b's', Some(i)) => {
-                let _ = write!(out, " s{}", i.len);
+                field(out, b's', i.len);
             }
             (b't', Some(i)) => {
-                let _ = write!(out, " t{}", ttl_left(i.expiry, now));
+                field(out, b't', ttl_left(i.expiry, now));
             }
             (b'h', Some(i)) => {
-                let _ = write!(out, " h{}", u8::from(i.bits & hit::FETCHED != 0));
+                field(out, b'h', u8::from(i.bits & hit::FETCHED != 0));
             }
             (b'l', Some(i)) => {
-                let _ = write!(out, " l{}", now.saturating_sub(i.atime));
+                field(out, b'l', now.saturating_sub(i.atime));
             }
             _ => {}
         }
@@ -211,7 +211,8 @@ fn write_reply(
                 bits: *bits,
             };
             if echo.value && unless_cas != Some(*cas) {
-                let _ = write!(out, "VA {len}");
+                out.extend_from_slice(b"VA");
+                field(out, 0, *len);
                 ret_flags(out, echo, rbuf, Some(&found), now);
                 out.extend_from_slice(b"\r\n");
                 out.value(res, r);

@@ -1,12 +1,10 @@
 //! WR of the classic text commands: engine results in memcached's words.
 
-use std::io::Write;
-
 use hkv_types::{Response, Responses};
 
 use crate::output::Output;
 
-use crate::reply::{error_line, line, VERSION};
+use crate::reply::{error_line, field, line, number, VERSION};
 use crate::step::Step;
 
 /// The reply of one step composed from engine results alone; false for a step that the
@@ -28,11 +26,12 @@ pub fn compose(step: &Step, rbuf: &[u8], res: &Responses, out: &mut Output) -> b
             {
                 out.extend_from_slice(b"VALUE ");
                 out.extend_from_slice(span(rbuf, key_off, key_len));
-                let _ = if cas {
-                    write!(out, " {flags} {len} {c}\r\n")
-                } else {
-                    write!(out, " {flags} {len}\r\n")
-                };
+                field(out, 0, flags);
+                field(out, 0, len);
+                if cas {
+                    field(out, 0, c);
+                }
+                out.extend_from_slice(b"\r\n");
                 out.value(res, r);
                 out.extend_from_slice(b"\r\n");
             }
@@ -95,7 +94,8 @@ fn reply(out: &mut Vec<u8>, r: &Response) {
         Response::Deleted => line(out, "DELETED"),
         Response::Touched => line(out, "TOUCHED"),
         Response::Number(n) => {
-            let _ = write!(out, "{n}\r\n");
+            number(out, n);
+            out.extend_from_slice(b"\r\n");
         }
         ref other => line(out, error_line(other)),
     }

@@ -11,7 +11,7 @@ pub mod previous;
 mod tokens;
 pub mod vector;
 
-pub use command::{Command, MetaCmd};
+pub use command::{Command, Keys, MetaCmd};
 pub use compose::compose;
 pub use hkv_types::Op;
 pub use meta::{decode_key, MetaFlags, META_FLAG_LETTERS};
