@@ -333,10 +333,11 @@ impl Worker {
             self.timed = self.passes.is_multiple_of(crate::counters::TIME_EVERY);
             self.pass(&ready);
             if self.timed {
-                self.shared
-                    .stats
-                    .latency
-                    .observe(woke.elapsed(), self.pass_requests);
+                // Counted for the untimed passes too, as the task times are.
+                self.shared.stats.latency.observe(
+                    woke.elapsed(),
+                    self.pass_requests * crate::counters::TIME_EVERY,
+                );
             }
             // Backed up as process() sees it: over the buffer limit that is a fraction of
             // the high-water mark, and a client not reading must wait for writability, not
