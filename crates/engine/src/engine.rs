@@ -114,6 +114,7 @@ pub struct Engine {
     partitions: Vec<Partition>,
     hashes: Vec<KeyHash>,
     owners: Vec<u32>,
+    sampler: crate::Sampler,
     /// Where things lie in the arena, for a warm-restart save.
     geometry: Geometry,
     memory_file: Option<std::path::PathBuf>,
@@ -286,6 +287,7 @@ impl Engine {
             partitions,
             hashes: Vec::new(),
             owners: Vec::new(),
+            sampler: crate::Sampler::default(),
             geometry: geometry.clone(),
             memory_file: config.memory_file.as_ref().map(|m| m.path.clone()),
         })
@@ -331,7 +333,7 @@ impl Engine {
     pub fn execute(&mut self, reqs: &[Request<'_>], now: u32, out: &mut Responses) {
         let n = self.partitions.len() as u32;
         let parts = &mut self.partitions;
-        let scratch = (&mut self.hashes, &mut self.owners);
+        let scratch = (&mut self.hashes, &mut self.owners, &mut self.sampler);
         crate::route::run_batch(n, reqs, now, out, scratch, |p, run| {
             run(&mut parts[p as usize])
         });

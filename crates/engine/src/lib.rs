@@ -17,6 +17,7 @@ mod pending;
 mod policy;
 mod profile;
 mod route;
+mod sample;
 mod schedule;
 mod shared;
 mod stats;
@@ -26,6 +27,7 @@ pub mod watch;
 
 pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use hkv_index::set_hash_seed;
+pub use sample::Sampler;
 
 /// A key's 64-bit hash under the process seed (the hot/cold router bins keys by it).
 pub fn key_hash(key: &[u8]) -> u64 {

@@ -135,6 +135,9 @@ pub struct Partition {
     /// reads are not timed, else [`READ_SAMPLE`] (CPU engine, C = 0) or 1 (with a device or
     /// delayed writes).
     read_weight: u64,
+    /// Draws the timed batches of [`Partition::execute`] (callers through the router draw
+    /// their own).
+    sampler: crate::Sampler,
     writes_seen: u64,
     /// See [`Partition::set_zero_copy_min`].
     zero_copy_min: usize,
@@ -256,6 +259,7 @@ impl Partition {
             sweep_on: true,
             sample_write: false,
             read_weight: 1,
+            sampler: crate::Sampler::default(),
             writes_seen: 0,
             profile: Default::default(),
             zero_copy_min: usize::MAX,
@@ -416,16 +420,18 @@ impl Partition {
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
         hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
-        self.execute_hashed(reqs, &hashes, now, out);
+        let timed = self.sampler.one_in(READ_SAMPLE);
+        self.execute_hashed(reqs, &hashes, timed, now, out);
         self.hashes = hashes;
     }
 
     /// [`Partition::execute`] with the keys' hashes already made (`hashes[i]` is
-    /// `hash_key(reqs[i].key)`).
+    /// `hash_key(reqs[i].key)`); `timed`: the batch is one the CPU engine times.
     pub(crate) fn execute_hashed(
         &mut self,
         reqs: &[Request<'_>],
         hashes: &[KeyHash],
+        timed: bool,
         now: u32,
         out: &mut Responses,
     ) {
@@ -450,6 +456,7 @@ impl Partition {
             reqs,
             hashes,
             0..reqs.len() as u32,
+            timed,
             now,
             &mut results[base..],
             &mut after[base..],
@@ -465,13 +472,15 @@ impl Partition {
     /// Reads are deferred into a group and run as one pipelined batch (IN for all, then KC
     /// and RD for all, with prefetching between); a write runs at once unless a deferred read
     /// is for the same key, in which case the group runs first. So every key sees its
-    /// operations in arrival order.
+    /// operations in arrival order. `timed`: the CPU engine times this batch's reads (the
+    /// caller draws one batch in [`READ_SAMPLE`], the same for all its partitions).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn run(
         &mut self,
         reqs: &[Request<'_>],
         hashes: &[KeyHash],
         which: impl Iterator<Item = u32>,
+        timed: bool,
         now: u32,
         results: &mut [Response],
         after: &mut [After],
@@ -483,7 +492,7 @@ impl Partition {
         // scheduler's fit, learn from every batch; those batches are few and large.
         self.read_weight = if self.has_device() || self.delay_writes {
             1
-        } else if self.stats.batches.is_multiple_of(READ_SAMPLE) {
+        } else if timed {
             READ_SAMPLE
         } else {
             0

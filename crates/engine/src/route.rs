@@ -15,13 +15,16 @@ pub(crate) fn run_batch(
     reqs: &[Request<'_>],
     now: u32,
     out: &mut Responses,
-    (hashes, owners): (&mut Vec<KeyHash>, &mut Vec<u32>),
+    (hashes, owners, sampler): (&mut Vec<KeyHash>, &mut Vec<u32>, &mut crate::Sampler),
     mut with: impl FnMut(u32, &mut dyn FnMut(&mut Partition)),
 ) {
     hashes.clear();
     hashes.extend(reqs.iter().map(|r| hash_key(r.key)));
+    // One draw for the whole batch: a cost fit sees each batch timed in every partition or
+    // in none.
+    let timed = sampler.one_in(crate::stats::READ_SAMPLE);
     if n == 1 {
-        with(0, &mut |p| p.execute_hashed(reqs, hashes, now, out));
+        with(0, &mut |p| p.execute_hashed(reqs, hashes, timed, now, out));
         return;
     }
     owners.clear();
@@ -53,6 +56,7 @@ pub(crate) fn run_batch(
                 reqs,
                 hashes,
                 mine,
+                timed,
                 now,
                 &mut results[base..],
                 &mut after[base..],

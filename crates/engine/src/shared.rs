@@ -56,6 +56,8 @@ pub struct SharedEngine {
 pub struct Scratch {
     hashes: Vec<KeyHash>,
     owners: Vec<u32>,
+    /// Which of this caller's batches are timed.
+    sampler: crate::Sampler,
     /// This caller's batches not yet shown to the scheduler.
     arrived: Arrived,
 }
@@ -216,7 +218,7 @@ impl SharedEngine {
     ) {
         let n = self.partitions.len() as u32;
         let mut timing = BatchTiming::default();
-        let scratch = (&mut s.hashes, &mut s.owners);
+        let scratch = (&mut s.hashes, &mut s.owners, &mut s.sampler);
         crate::route::run_batch(n, reqs, now, out, scratch, |p, run| {
             let mut part = self.lock(p as usize);
             self.set_delay(&mut part);
@@ -292,6 +294,18 @@ impl SharedEngine {
             writes: t.writes,
             write_us: t.write_ns as f64 / 1000.0,
         });
+        self.tell_scheduler(arrived, sample);
+    }
+
+    /// A caller about to wait for work reports the batches it has not told the scheduler
+    /// of yet, so its figures (`stats hkv`) do not lag behind an idle server.
+    pub fn idle(&self, s: &mut Scratch) {
+        if s.arrived.batches > 0 {
+            self.tell_scheduler(&mut s.arrived, None);
+        }
+    }
+
+    fn tell_scheduler(&self, arrived: &mut Arrived, sample: Option<Sample>) {
         // The arrival rate is counted over 100 ms windows: a coarse clock (a few ms, and a
         // fifth of the cost of a precise one) does.
         let now_us = crate::clock::coarse_us().saturating_sub(self.coarse_epoch_us) as f64;

@@ -87,8 +87,8 @@ pub(crate) struct Worker {
     udp_batch: Option<Box<crate::udp::UdpBatch>>,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
-    /// Passes run; one in [`crate::counters::TIME_EVERY`] is timed.
-    passes: u64,
+    /// Draws the timed passes, one in [`crate::counters::TIME_EVERY`].
+    sampler: hkv_engine::Sampler,
     /// Requests the last pass planned (rounded up): the next pass's starting capacity.
     batch_hint: usize,
     /// The pass being run is timed.
@@ -192,7 +192,7 @@ impl Worker {
             udp_reqs: Vec::new(),
             udp_carry: Vec::new(),
             pass_requests: 0,
-            passes: 0,
+            sampler: hkv_engine::Sampler::seeded(0x5EED_0000 ^ id as u32),
             batch_hint: 16,
             timed: false,
             now: Instant::now(),
@@ -260,13 +260,14 @@ impl Worker {
             if let Some(left) = self.accept_backoff(&mut pending) {
                 timeout = Some(timeout.unwrap_or(left).min(left));
             }
-            if pending.is_empty()
-                && timeout != Some(Duration::ZERO)
-                && self.shared.engine.has_pending_writes()
-            {
+            if pending.is_empty() && timeout != Some(Duration::ZERO) {
                 // About to sleep (until work comes or a timer: the probe's, idle kicks,
-                // throttling): delayed index writes have no batch left to wait for.
-                self.shared.engine.apply_pending();
+                // throttling): delayed index writes have no batch left to wait for, and
+                // the scheduler hears of the batches this worker ran since it last told it.
+                if self.shared.engine.has_pending_writes() {
+                    self.shared.engine.apply_pending();
+                }
+                self.shared.engine.idle(&mut self.scratch);
             }
             ready.clear();
             ready.append(&mut pending);
@@ -329,8 +330,7 @@ impl Worker {
             ready.sort_unstable();
             ready.dedup();
             self.pass_requests = 0;
-            self.passes += 1;
-            self.timed = self.passes.is_multiple_of(crate::counters::TIME_EVERY);
+            self.timed = self.sampler.one_in(crate::counters::TIME_EVERY);
             self.pass(&ready);
             if self.timed {
                 // Counted for the untimed passes too, as the task times are.
