@@ -81,12 +81,14 @@ step "server integration tests again on the epoll loop (the run above used --io 
 HKV_IO=epoll cargo test -p hkv-server --tests --locked 2>&1 | tee -a "$results"
 
 step "unsafe code under Miri"
-# Miri checks the arena's carving and slice handling, and the pinned values that sends read
-# from item memory (hkv-types' Pinned, hkv-proto's Output splicing them into replies).
+# Miri checks the arena's carving and slice handling, the pinned values that sends read
+# from item memory (hkv-types' Pinned, hkv-proto's Output splicing them into replies), and
+# the engine's coarse clocks (a libc call).
 if rustup +nightly component add miri rust-src >/dev/null 2>&1; then
   MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-mem --locked 2>&1 | tee -a "$results"
   MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-types --lib --locked 2>&1 | tee -a "$results"
   MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-proto --lib --locked output 2>&1 | tee -a "$results"
+  MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-engine --lib --locked clock 2>&1 | tee -a "$results"
 else
   echo "Miri is not available here (no nightly toolchain with the miri component); skipped"
 fi

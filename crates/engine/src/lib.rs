@@ -25,6 +25,7 @@ pub mod vector;
 pub mod warm;
 pub mod watch;
 
+pub use clock::unix_seconds;
 pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use hkv_index::set_hash_seed;
 pub use sample::Sampler;
