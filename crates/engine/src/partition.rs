@@ -19,6 +19,10 @@ mod growth;
 mod items;
 mod meta;
 mod pin;
+mod timing;
+pub use timing::BatchTiming;
+mod budget;
+pub(crate) use budget::ValueBudget;
 pub(crate) mod placement;
 mod read;
 mod reclaim;
@@ -145,62 +149,12 @@ pub struct Partition {
     pub(crate) pin_sink: pin::PinSink,
 }
 
-/// Operations in one batch and the time spent on them (searches: IN; writes: MM + IN).
-/// Searches are timed in sampled batches only (`sampled`): `search_ns` is the time of
-/// `timed_reads`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BatchTiming {
-    pub sampled: bool,
-    pub reads: u64,
-    pub timed_reads: u64,
-    pub search_ns: u64,
-    pub writes: u64,
-    pub write_ns: u64,
-}
-
-impl BatchTiming {
-    pub fn add(&mut self, o: &BatchTiming) {
-        self.sampled |= o.sampled;
-        self.reads += o.reads;
-        self.timed_reads += o.timed_reads;
-        self.search_ns += o.search_ns;
-        self.writes += o.writes;
-        self.write_ns += o.write_ns;
-    }
-}
-
 impl std::fmt::Debug for Partition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Partition")
             .field("index", &self.index.backend_name())
             .field("store", &self.store)
             .finish()
-    }
-}
-
-/// How many value bytes a batch may copy for deferrable reads, in all and per client.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ValueBudget {
-    pub total: usize,
-    pub group: usize,
-}
-
-impl Default for ValueBudget {
-    fn default() -> Self {
-        ValueBudget {
-            total: usize::MAX,
-            group: usize::MAX,
-        }
-    }
-}
-
-impl ValueBudget {
-    /// Whether a value of `len` bytes must wait: it would pass a budget that already holds
-    /// something (the first value of the batch and of each client always goes, so every
-    /// batch and client makes progress).
-    fn defers(&self, batch_bytes: usize, group_bytes: usize, len: usize) -> bool {
-        (batch_bytes > 0 && batch_bytes.saturating_add(len) > self.total)
-            || (group_bytes > 0 && group_bytes.saturating_add(len) > self.group)
     }
 }
 

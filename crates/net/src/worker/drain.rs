@@ -1,0 +1,62 @@
+//! Graceful stop: what clients sent before the stop is answered before the worker exits.
+
+use std::time::{Duration, Instant};
+
+use mio::Events;
+
+use super::{Worker, DRAIN_LIMIT};
+
+impl Worker {
+    /// Graceful stop (SIGTERM, `shutdown`): no new connections are taken, but what clients
+    /// have already sent is answered and the replies sent before their connections close,
+    /// so a restart loses no request a client believes it made. Bounded by [`DRAIN_LIMIT`]
+    /// (a client that does not read its replies cannot hold the exit up).
+    pub(super) fn drain(&mut self) {
+        self.stop_listening();
+        let deadline = Instant::now() + DRAIN_LIMIT;
+        // The first pass reads every connection: a readiness event may have arrived with the
+        // stop and never been handled.
+        let mut first = true;
+        // On io_uring, connections whose receives or sends completed since the last pass.
+        let mut woken: Vec<usize> = Vec::new();
+        let mut events = Events::with_capacity(64);
+        while Instant::now() < deadline {
+            let busy: Vec<usize> = self
+                .conns
+                .iter()
+                .filter(|(t, c)| {
+                    first || c.want_parse || c.want_read || c.output_waiting() || woken.contains(t)
+                })
+                .map(|(t, _)| t)
+                .collect();
+            first = false;
+            woken.clear();
+            if busy.is_empty() {
+                return;
+            }
+            let before: usize = busy
+                .iter()
+                .filter_map(|&t| self.conns.get(t))
+                .map(|c| c.unparsed() + c.pending_output())
+                .sum();
+            self.pass(&busy);
+            if self.ring.is_some() {
+                // Hand the queued sends to the kernel and take the completions: input that
+                // arrived before the stop is delivered here too.
+                let _ = self.wait(&mut events, Some(Duration::from_millis(5)), &mut woken);
+            }
+            let after: usize = busy
+                .iter()
+                .filter_map(|&t| self.conns.get(t))
+                .map(|c| c.unparsed() + c.pending_output())
+                .sum();
+            if after == before {
+                // Nothing moved (a client not reading, or half a request): look again soon.
+                std::thread::sleep(Duration::from_millis(5));
+                if after == 0 {
+                    return;
+                }
+            }
+        }
+    }
+}
