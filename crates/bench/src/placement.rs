@@ -15,8 +15,8 @@
 use std::time::Instant;
 
 use hkv_engine::{
-    Backend, Choice, Engine, EngineConfig, Partition, Placement, PlacementReport, Proc, Task,
-    READ_GROUP,
+    Backend, Choice, DeviceTable, Engine, EngineConfig, Partition, Placement, PlacementReport,
+    Proc, Task, READ_GROUP,
 };
 use hkv_store::{chunk_sizes, HEADER_BYTES};
 
@@ -232,10 +232,13 @@ fn workload(
     })
     .map_err(|e| anyhow::anyhow!("{e} (the placement benchmark needs an OpenCL device; PoCL: apt-get install pocl-opencl-icd)"))?;
     let (_arena, mut parts) = engine.into_partitions();
+    let table = parts[0].device_table();
     anyhow::ensure!(
-        parts[0].placement().1,
-        "the device does not share the CPU's table (a discrete GPU?): every index task runs on it, there is nothing to place"
+        table.placeable(),
+        "the device works on a table of its own: every index task runs on it, there is nothing to place"
     );
+    // A discrete GPU searches a copy of the CPU's table: only the search is placed.
+    let mirror = table == DeviceTable::Mirror;
     let owners = vec![0u8; keys as usize];
     preload(&mut parts, &owners, key_len, &value, args.batch);
     let p = &mut parts[0];
@@ -292,7 +295,15 @@ fn workload(
         .collect();
     let placements: Vec<Placement> = Placement::enumerate()
         .into_iter()
-        .filter(|pl| idle.iter().all(|&t| pl.of(t) == pl.of(Task::Search)))
+        .filter(|pl| {
+            if mirror {
+                Task::ALL
+                    .iter()
+                    .all(|&t| t == Task::Search || pl.of(t) == Choice::Forced(Proc::Cpu))
+            } else {
+                idle.iter().all(|&t| pl.of(t) == pl.of(Task::Search))
+            }
+        })
         .collect();
     let predict = |p: &Partition, pl: &Placement| -> f64 {
         let mut ns = rest_ns * n;
@@ -376,7 +387,10 @@ fn workload(
         "IN=cpu,KC=device,RD=device",
         "IN=cpu,KC=cpu,RD=device",
         "IN=cpu,KC=device,RD=cpu",
-    ] {
+    ]
+    .into_iter()
+    .take(if mirror { 1 } else { 5 })
+    {
         p.set_placement(one.parse().expect("a valid placement"));
         engine_mix(p, &stream.head(stream.len() / 10), batch, &value, false);
     }

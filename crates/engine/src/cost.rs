@@ -421,6 +421,7 @@ impl CostModel {
                 _ => self.best(t, mean(t.slot())),
             }),
             device_aftermath: self.aftermath(),
+            mirror_bytes: 0,
         }
     }
 }

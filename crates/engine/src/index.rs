@@ -115,9 +115,9 @@ impl Index {
     /// Whether the CPU and the device work on one table (so any index task may run on
     fn live_stats(&self) -> IndexStats {
         match &self.device {
-            Some(d) if d.is_shared() => {
-                // Entries are counted on the CPU's side (device calls report theirs to it);
-                // walks happen on both.
+            Some(d) if d.is_shared() || d.is_mirror() => {
+                // Entries are counted on the CPU's side (device calls report theirs to it;
+                // a mirror's device writes none); walks happen on both.
                 let (c, g) = (self.cpu.stats(), d.stats());
                 IndexStats {
                     entries: c.entries,
@@ -193,15 +193,19 @@ impl Index {
             let ds = d.stats();
             self.carried.displacements += ds.displacements;
             self.carried.walks += ds.walks;
+            let mirror = d.is_mirror();
             let moved = if d.is_shared() {
                 // SAFETY: as in `share`: the new table is `self.cpu`'s; the old one is
                 // recycled only below, after the device stopped pointing at it.
                 unsafe { d.share_host_table(new_table, buckets) }
+            } else if mirror {
+                d.mirror_table(buckets)
             } else {
                 d.resize(buckets)
             };
-            if let Err(e) = moved {
-                self.fail(e);
+            match moved {
+                Ok(()) => self.cpu.track_changes(mirror),
+                Err(e) => self.fail(e),
             }
         }
         arena.recycle(old.into_memory(), page_size);
@@ -248,6 +252,7 @@ impl Index {
     fn fail(&mut self, e: IndexError) {
         tracing::error!(error = %e, "index device failed; falling back to the CPU backend");
         self.device = None;
+        self.cpu.track_changes(false);
         self.fallbacks += 1;
         self.last_error = Some(e.to_string());
     }
@@ -290,6 +295,14 @@ impl Index {
         out: &mut [Location],
         dropped: &mut Vec<Location>,
     ) -> bool {
+        let synced = match proc {
+            Proc::Device => self.sync_mirror(),
+            Proc::Cpu => Ok(()),
+        };
+        if let Err(e) = synced {
+            self.failed(e, store, dropped);
+            return false;
+        }
         let cpu = &self.cpu;
         let done = match (&mut self.device, proc) {
             (Some(d), Proc::Device) if d.steals() => d
@@ -380,11 +393,11 @@ impl Index {
     }
 
     /// A device call failed: drop the device and rebuild from `store` (calibration has no
-    /// store and nothing to rebuild).
+    /// store and nothing to rebuild; a mirror's CPU table is whole already).
     fn failed(&mut self, e: IndexError, store: Option<&SlabStore>, dropped: &mut Vec<Location>) {
         match store {
-            Some(store) => dropped.extend(self.on_error(e, store)),
-            None => self.fail(e),
+            Some(store) if !self.mirrored() => dropped.extend(self.on_error(e, store)),
+            _ => self.fail(e),
         }
     }
 
@@ -558,7 +571,11 @@ impl Index {
     }
 
     pub fn clear(&mut self, store: &SlabStore) {
-        if let Some(d) = self.device.as_mut().filter(|d| !d.is_shared()) {
+        if let Some(d) = self
+            .device
+            .as_mut()
+            .filter(|d| !d.is_shared() && !d.is_mirror())
+        {
             if let Err(e) = d.clear() {
                 self.fail(e);
             }

@@ -47,6 +47,7 @@ pub use hkv_types::{
     hit, After, Cmp, Elem, Meta, Op, PinRelease, Pinned, Previous, ReduceOp, Reduced, Request,
     Response, Responses, Staged, UpdateOp, Vector, VectorCall, VectorError,
 };
+pub use index::placement::DeviceTable;
 pub use index::IndexReport;
 pub use partition::placement::VectorPlacement;
 pub use partition::{Partition, READ_GROUP};

@@ -343,9 +343,16 @@ impl Partition {
         (self.index.policy(), self.index.shared())
     }
 
+    /// Which table the device works on (shared, a mirror, its own), which sets what can be
+    /// placed.
+    pub fn device_table(&self) -> crate::DeviceTable {
+        self.index.device_table()
+    }
+
     /// The cost model's counters and lines.
     pub fn placement_report(&self) -> crate::PlacementReport {
         crate::PlacementReport {
+            mirror_bytes: self.index.device().map_or(0, |d| d.mirror_bytes()),
             chunks_host: self.index.stolen.host,
             chunks_device: self.index.stolen.device,
             splits: self.index.dispatch.splits,

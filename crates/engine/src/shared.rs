@@ -377,6 +377,11 @@ impl SharedEngine {
         self.lock(0).placement()
     }
 
+    /// Which table the device works on (first partition).
+    pub fn device_table(&self) -> crate::DeviceTable {
+        self.lock(0).device_table()
+    }
+
     pub fn device_zero_copy(&self) -> Option<bool> {
         self.lock(0).device_zero_copy()
     }

@@ -14,6 +14,18 @@ fn device() -> bool {
     common::backends().contains(&Backend::OpenCl(None))
 }
 
+/// Whether the device reads host memory (PoCL, integrated GPUs), where the CPU's table is
+/// shared and every task placed; a discrete GPU searches a mirror instead (tests/mirror.rs).
+fn shares_host_memory() -> bool {
+    let all = hkv_index::opencl::devices();
+    let pick = all.iter().position(|(i, _)| i.is_gpu).unwrap_or(0);
+    let shares = all.get(pick).is_some_and(|(i, _)| i.host_unified_memory);
+    if !shares {
+        eprintln!("the device does not share host memory: the shared-table test did not run");
+    }
+    shares
+}
+
 fn engine(placement: Placement) -> Engine {
     Engine::new(&EngineConfig {
         memory_bytes: 16 << 20,
@@ -64,7 +76,7 @@ fn exercise(e: &mut Engine, rounds: usize) {
 
 #[test]
 fn pocl_shares_the_cpu_table_and_each_task_runs_where_it_is_placed() {
-    if !device() {
+    if !device() || !shares_host_memory() {
         return;
     }
     for placement in Placement::enumerate() {
@@ -98,7 +110,7 @@ fn pocl_shares_the_cpu_table_and_each_task_runs_where_it_is_placed() {
 
 #[test]
 fn auto_starts_from_timed_lines_and_scores_its_predictions() {
-    if !device() {
+    if !device() || !shares_host_memory() {
         return;
     }
     let mut e = engine(Placement::AUTO);

@@ -9,6 +9,7 @@
 use hkv_mem::{Arena, Carved};
 
 use crate::bucket::{Bucket, SLOTS};
+use crate::dirty::{Changes, Dirty};
 use crate::hash::{alt_bucket, KeyHash, EMPTY_SIGNATURE, MAX_DISPLACEMENTS};
 use crate::{IndexBackend, IndexError, IndexStats, InsertOutcome, Location, NO_LOCATION};
 use hkv_mem::prefetch_read;
@@ -32,6 +33,8 @@ pub struct CpuIndex {
     mask: u32,
     stats: IndexStats,
     rng: u32,
+    /// Pages written since a device's copy was last updated (only while one mirrors it).
+    dirty: Option<Dirty>,
 }
 
 impl std::fmt::Debug for CpuIndex {
@@ -59,6 +62,7 @@ impl CpuIndex {
             mask: buckets - 1,
             stats: IndexStats::default(),
             rng: 0x9e37_79b9,
+            dirty: None,
         })
     }
 
@@ -79,6 +83,32 @@ impl CpuIndex {
             b.locs = [NO_LOCATION; SLOTS];
         }
         self.stats.entries = 0;
+        if let Some(d) = &mut self.dirty {
+            d.mark_all();
+        }
+    }
+
+    /// Starts (or stops) recording which pages change, for a device that searches a copy
+    /// of this table; the first [`CpuIndex::take_changes`] then asks for all of it.
+    pub fn track_changes(&mut self, on: bool) {
+        self.dirty = on.then(|| Dirty::new(self.bucket_count()));
+    }
+
+    /// What changed since the last call (everything when changes are not tracked).
+    pub fn take_changes(&mut self) -> Changes {
+        self.dirty.as_mut().map_or(Changes::All, Dirty::take)
+    }
+
+    /// The table's words (bucket `i` is words `16 i .. 16 i + 16`, index.cl's layout).
+    pub fn words(&self) -> &[u32] {
+        bytemuck::cast_slice(&self.mem)
+    }
+
+    #[inline(always)]
+    fn touched(&mut self, bucket: u32) {
+        if let Some(d) = &mut self.dirty {
+            d.mark(bucket);
+        }
     }
 
     pub fn bucket_count(&self) -> u32 {
@@ -127,6 +157,7 @@ impl CpuIndex {
             mask: buckets - 1,
             stats: IndexStats::default(),
             rng: 0x9e37_79b9,
+            dirty: None,
         };
         ix.clear();
         Ok(ix)
@@ -185,6 +216,7 @@ impl CpuIndex {
             if let Some(s) = bucket.find(h.sig) {
                 let old = bucket.locs[s];
                 bucket.locs[s] = loc;
+                self.touched(b);
                 return InsertOutcome::Replaced(old);
             }
         }
@@ -196,6 +228,7 @@ impl CpuIndex {
                 bucket.sigs[s] = h.sig;
                 bucket.locs[s] = loc;
                 self.stats.entries += 1;
+                self.touched(b);
                 return InsertOutcome::Inserted;
             }
         }
@@ -218,6 +251,7 @@ impl CpuIndex {
             let evicted = (slot.sigs[victim], slot.locs[victim]);
             slot.sigs[victim] = cur.0;
             slot.locs[victim] = cur.1;
+            self.touched(bucket);
             cur = evicted;
             self.stats.displacements += 1;
             bucket = alt_bucket(bucket, cur.0, mask);
@@ -228,6 +262,7 @@ impl CpuIndex {
                 next.sigs[s] = cur.0;
                 next.locs[s] = cur.1;
                 self.stats.entries += 1;
+                self.touched(bucket);
                 return InsertOutcome::Inserted;
             }
         }
@@ -245,6 +280,7 @@ impl CpuIndex {
                     bucket.sigs[s] = EMPTY_SIGNATURE;
                     bucket.locs[s] = NO_LOCATION;
                     self.stats.entries -= 1;
+                    self.touched(b);
                     return true;
                 }
                 // The signature is unique within the pair, so it cannot be elsewhere.

@@ -7,6 +7,7 @@
 
 pub mod bucket;
 pub mod cpu;
+pub mod dirty;
 pub mod hash;
 pub mod opencl;
 pub mod sizing;

@@ -305,3 +305,55 @@ fn a_split_search_matches_a_whole_one_at_every_share() {
         assert!(split.host_ns > 0 || host_queries == 0);
     }
 }
+
+/// A discrete GPU's copy of the CPU's table: after each sync of the pages the CPU wrote
+/// (inserts, overwrites, deletes, displacement walks, a clear), every device search answers
+/// as the CPU's does; the device refuses writes of its own to the copy.
+#[test]
+fn a_mirror_matches_the_cpu_table_after_each_sync() {
+    const BUCKETS: u32 = 1 << 12;
+    let Some(mut dev) = ocl(BUCKETS) else { return };
+    let arena = Arena::new(8 << 20).unwrap();
+    let mut cpu = CpuIndex::new(&arena, BUCKETS).unwrap();
+    dev.mirror_table(BUCKETS).unwrap();
+    assert!(dev.is_mirror());
+    cpu.track_changes(true);
+    // Loaded to ~0.92 of 32768 slots in the end, so walks happen.
+    let ks = keys(30_000, 9);
+    let partial = std::cell::Cell::new(0);
+    let check = |dev: &mut OclIndex, cpu: &mut CpuIndex, what: &str| {
+        let changes = cpu.take_changes();
+        // Small edits must go as runs, not always from the table's start.
+        if matches!(&changes, hkv_index::dirty::Changes::Runs(r) if r[0].start > 0) {
+            partial.set(partial.get() + 1);
+        }
+        dev.sync_mirror(cpu.words(), &changes).unwrap();
+        let mut want = vec![NO_LOCATION; ks.len()];
+        let mut got = vec![0; ks.len()];
+        cpu.search(&ks, &mut want);
+        dev.try_search(&ks, &mut got).unwrap();
+        assert_eq!(got, want, "{what}");
+    };
+    for (round, part) in ks.chunks(5000).enumerate() {
+        for (i, h) in part.iter().enumerate() {
+            cpu.insert_one(h, (round * 5000 + i) as u32);
+        }
+        check(&mut dev, &mut cpu, "inserts");
+        // A few overwrites and deletes: only their pages change.
+        for (i, h) in part.iter().enumerate().skip(100).step_by(997) {
+            cpu.insert_one(h, 1 << 30 | i as u32);
+        }
+        check(&mut dev, &mut cpu, "overwrites");
+        for (i, h) in part.iter().enumerate().skip(3).step_by(1499) {
+            cpu.delete_one(h, (round * 5000 + i) as u32);
+        }
+        check(&mut dev, &mut cpu, "deletes");
+    }
+    assert!(partial.get() >= 6, "only {} partial syncs", partial.get());
+    assert!(cpu.stats().walks > 0, "no displacement walk was exercised");
+    cpu.clear();
+    check(&mut dev, &mut cpu, "clear");
+    let mut out = [InsertOutcome::Inserted];
+    assert!(dev.try_insert(&[(ks[0], 1)], &mut out).is_err());
+    assert!(dev.mirror_bytes() > 0);
+}

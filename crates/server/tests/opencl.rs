@@ -164,7 +164,13 @@ fn placement_is_checked_at_start_reported_and_obeyed_per_task() {
         stat(&h, "hkv", "placement"),
         "search=device,insert=cpu,delete=auto,KC=auto,RD=auto"
     );
-    assert_eq!(stat(&h, "hkv", "placement_shared_table"), "1");
+    // PoCL shares host memory: the CPU's own table. A discrete GPU searches a mirror of it.
+    let table = stat(&h, "hkv", "placement_table");
+    assert!(table == "shared" || table == "mirror", "{table}");
+    assert_eq!(
+        stat(&h, "hkv", "placement_shared_table"),
+        if table == "shared" { "1" } else { "0" }
+    );
     let current = stat(&h, "hkv", "placement_current");
     assert!(
         current == "cpu" || current == "device" || current.starts_with("search="),
@@ -185,10 +191,84 @@ fn placement_is_checked_at_start_reported_and_obeyed_per_task() {
     assert!(n("placement_search_device_batches") > 0);
     assert_eq!(n("placement_search_cpu_batches"), 0);
     assert_eq!(n("placement_insert_device_batches"), 0);
-    // PoCL is a CPU device: its searches are shared with the partition's thread.
-    assert_eq!(stat(&h, "hkv", "placement_steals"), "1");
-    assert!(n("placement_chunks_host") + n("placement_chunks_device") >= 4);
+    if table == "shared" {
+        // PoCL is a CPU device: its searches are shared with the partition's thread.
+        assert_eq!(stat(&h, "hkv", "placement_steals"), "1");
+        assert!(n("placement_chunks_host") + n("placement_chunks_device") >= 4);
+    } else {
+        assert!(n("placement_mirror_bytes") > 0);
+    }
     assert_healthy(&h);
+}
+
+/// A device that cannot read host memory (a discrete GPU; PoCL with HKV_OPENCL_SHARE=0)
+/// searches a copy of the CPU's table: every write stays on the CPU, each read is answered
+/// as the CPU would, and when the device fails the server carries on with every item.
+#[test]
+fn a_mirrored_device_table_serves_every_read_and_its_failure_loses_nothing() {
+    if !have_opencl() {
+        eprintln!("no OpenCL device: the mirror test did not run");
+        return;
+    }
+    for fail_after in [None, Some("60")] {
+        let mut env = vec![("HKV_OPENCL_SHARE", "0")];
+        env.extend(fail_after.map(|n| ("HKV_OPENCL_FAIL_AFTER", n)));
+        let h = Hkv::start_with_env(
+            &[
+                "--engine",
+                "opencl",
+                "-t",
+                "2",
+                "--placement",
+                "search=device",
+            ],
+            &env,
+        );
+        if fail_after.is_none() {
+            assert_eq!(stat(&h, "hkv", "placement_table"), "mirror");
+        }
+        let mut c = h.connect();
+        for round in 0..3 {
+            let mut batch = String::new();
+            let mut want = String::new();
+            for i in 0..400 {
+                let v = format!("{i}-{round}");
+                batch += &format!("set m{i} {i} 0 {}\r\n{v}\r\n", v.len());
+                want += "STORED\r\n";
+            }
+            c.expect(&batch, &want);
+            c.expect(&format!("delete m{round}\r\n"), "DELETED\r\n");
+            let keys: Vec<String> = (0..410).map(|i| format!("m{i}")).collect();
+            let mut want = String::new();
+            for i in (0..400).filter(|&i| i != round) {
+                let v = format!("{i}-{round}");
+                want += &format!("VALUE m{i} {i} {}\r\n{v}\r\n", v.len());
+            }
+            want += "END\r\n";
+            c.expect(&format!("get {}\r\n", keys.join(" ")), &want);
+            // Batches of one read each: enough device calls for the failure to land in
+            // the middle of these rounds.
+            for i in (10..400).step_by(13) {
+                let v = format!("{i}-{round}");
+                c.expect(
+                    &format!("get m{i}\r\n"),
+                    &format!("VALUE m{i} {i} {}\r\n{v}\r\nEND\r\n", v.len()),
+                );
+            }
+        }
+        let n = |name: &str| stat(&h, "hkv", name).parse::<u64>().unwrap();
+        assert_eq!(stat(&h, "", "curr_items"), "399");
+        if fail_after.is_some() {
+            assert_eq!(stat(&h, "hkv", "engine"), "cpu");
+            assert!(n("engine_fallbacks") >= 1);
+        } else {
+            assert!(n("placement_search_device_batches") > 0);
+            assert_eq!(n("placement_insert_device_batches"), 0);
+            assert_eq!(n("placement_delete_device_batches"), 0);
+            assert!(n("placement_mirror_bytes") > 0);
+        }
+        assert_healthy(&h);
+    }
 }
 
 /// KC and RD placed on the device (kernels over the shared arena) answer exactly what the
@@ -200,6 +280,13 @@ fn kc_and_rd_on_the_device_answer_every_read_as_the_cpu_does() {
         eprintln!("no OpenCL device: the KC/RD placement test did not run");
         return;
     }
+    let probe = Hkv::start(&["--engine", "opencl", "-t", "1"]);
+    if stat(&probe, "hkv", "placement_table") != "shared" {
+        // KC and RD read items where they lie: only a device sharing host memory can.
+        eprintln!("the device does not share host memory: no KC/RD kernels to place");
+        return;
+    }
+    drop(probe);
     for placement in [
         "IN=cpu,KC=device,RD=device",
         "IN=cpu,KC=device,RD=cpu",

@@ -28,6 +28,8 @@ pub struct PlacementReport {
     pub split_device_queries: u64,
     /// Where `auto` puts each task now, at the task's mean batch size so far.
     pub current: [Proc; TASKS],
+    /// Bytes of the CPU's table copied to a device that searches a mirror of it.
+    pub mirror_bytes: u64,
     /// The CPU time a device call takes from the rest of its batch, as a share of its own
     /// (the mean over partitions once scaled).
     pub device_aftermath: f64,
@@ -45,6 +47,7 @@ impl PlacementReport {
         }
         self.predicted_ns += o.predicted_ns;
         self.measured_ns += o.measured_ns;
+        self.mirror_bytes += o.mirror_bytes;
         self.abs_error_ns += o.abs_error_ns;
         self.chunks_host += o.chunks_host;
         self.chunks_device += o.chunks_device;

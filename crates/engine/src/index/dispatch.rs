@@ -8,13 +8,12 @@ use super::Index;
 
 impl Index {
     /// Whether a device-placed search is split with this thread (load dispatch): on a
-    /// shared table whose device cannot share it by stealing.
+    /// shared or mirrored table whose device cannot share it by stealing.
     pub fn splits(&self) -> bool {
         self.split_on
-            && self
-                .device
-                .as_ref()
-                .is_some_and(|d| d.is_shared() && !d.steals() && d.sub_tables() == 1)
+            && self.device.as_ref().is_some_and(|d| {
+                (d.is_shared() || d.is_mirror()) && !d.steals() && d.sub_tables() == 1
+            })
     }
 
     /// A device-placed search split between the device and this thread, at the share the
@@ -26,6 +25,10 @@ impl Index {
         out: &mut [Location],
         dropped: &mut Vec<Location>,
     ) -> bool {
+        if let Err(e) = self.sync_mirror() {
+            self.failed(e, Some(store), dropped);
+            return false;
+        }
         let Some(d) = &self.device else {
             return false;
         };

@@ -10,6 +10,36 @@ use hkv_index::{IndexBackend, InsertOutcome, KeyHash, Location};
 use super::{ns, Index};
 use crate::cost::CostModel;
 use crate::policy::{Placement, Proc, Task};
+
+/// The table a partition's device works on (`stats hkv placement_table`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceTable {
+    /// No device.
+    None,
+    /// The CPU's own table, in host memory both read and write: every task is placed.
+    Shared,
+    /// A copy of the CPU's table the host keeps up to date: searches are placed.
+    Mirror,
+    /// A table of its own: the device runs every index task.
+    Own,
+}
+
+impl DeviceTable {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceTable::None => "none",
+            DeviceTable::Shared => "shared",
+            DeviceTable::Mirror => "mirror",
+            DeviceTable::Own => "own",
+        }
+    }
+
+    /// Whether some index task can be placed on either processor.
+    pub fn placeable(self) -> bool {
+        matches!(self, DeviceTable::Shared | DeviceTable::Mirror)
+    }
+}
+
 /// Calibration calls are spaced out by this much CPU work, as a partition's calls are by
 /// the rest of a batch: back to back, a runtime whose threads spin between kernels (PoCL)
 /// launches faster than it does in service (measured: 40-50% faster).
@@ -38,8 +68,10 @@ impl Index {
 
     /// Where the device shares host memory, puts it to work on the CPU's table and proves
     /// with a probe entry that each processor sees the other's writes; otherwise (a
-    /// discrete GPU, a table larger than one allocation, `HKV_OPENCL_SHARE=0`) the device
-    /// keeps a table of its own and runs every index operation.
+    /// discrete GPU, `HKV_OPENCL_SHARE=0`) gives it a copy of the CPU's table to search
+    /// ([`Index::mirror`]). Where neither works (a table larger than one allocation,
+    /// `HKV_OPENCL_MIRROR=0` too) the device keeps a table of its own and runs every index
+    /// operation.
     pub fn share(&mut self) {
         let buckets = self.cpu.bucket_count();
         let table = self.cpu.table_ptr();
@@ -47,6 +79,7 @@ impl Index {
         if !d.device().host_unified_memory
             || std::env::var("HKV_OPENCL_SHARE").as_deref() == Ok("0")
         {
+            self.mirror();
             return;
         }
         // SAFETY: the table belongs to `self.cpu`, which outlives the device's buffer (field
@@ -71,15 +104,105 @@ impl Index {
         if !ok {
             let Some(d) = &mut self.device else { return };
             if d.is_shared() {
-                tracing::warn!(
-                    "the device did not see the host's table writes; it keeps its own table"
-                );
+                tracing::warn!("the device did not see the host's table writes");
                 if let Err(e) = d.resize(buckets) {
                     self.fail(e);
+                    return;
                 }
                 self.cpu.clear();
             }
+            self.mirror();
         }
+    }
+
+    /// Gives the device a copy of the CPU's table that the host keeps up to date before each
+    /// device search (only the pages written since the last one cross the bus), so that
+    /// searches can be placed on either processor; inserts and deletes stay on the CPU.
+    /// Proven at start with a probe entry written and removed on the CPU and searched on
+    /// the device after each.
+    pub(super) fn mirror(&mut self) {
+        if std::env::var("HKV_OPENCL_MIRROR").as_deref() == Ok("0") {
+            return;
+        }
+        let buckets = self.cpu.bucket_count();
+        let Some(d) = &mut self.device else { return };
+        if let Err(e) = d.mirror_table(buckets) {
+            tracing::info!(error = %e, "index table not mirrored on the device; it keeps its own");
+            return;
+        }
+        self.cpu.track_changes(true);
+        if self.probe_mirror() {
+            tracing::info!("index table mirrored on the device: searches are placed");
+            return;
+        }
+        tracing::warn!("the device's copy of the table did not match the host's; it keeps its own");
+        self.cpu.track_changes(false);
+        if let Some(d) = &mut self.device {
+            if let Err(e) = d.resize(buckets) {
+                self.fail(e);
+            }
+        }
+        self.cpu.clear();
+    }
+
+    /// Whether the device searches a copy of the CPU's table ([`Index::mirror`]).
+    pub fn mirrored(&self) -> bool {
+        self.device.as_ref().is_some_and(|d| d.is_mirror())
+    }
+
+    /// Which table the device works on.
+    pub fn device_table(&self) -> DeviceTable {
+        match &self.device {
+            None => DeviceTable::None,
+            Some(d) if d.is_shared() => DeviceTable::Shared,
+            Some(d) if d.is_mirror() => DeviceTable::Mirror,
+            Some(_) => DeviceTable::Own,
+        }
+    }
+
+    /// Brings a mirrored device table up to date with the CPU's (see [`Index::mirror`]).
+    pub(super) fn sync_mirror(&mut self) -> Result<(), hkv_index::IndexError> {
+        match &mut self.device {
+            Some(d) if d.is_mirror() => {
+                let changes = self.cpu.take_changes();
+                d.sync_mirror(self.cpu.words(), &changes).map(|_| ())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes an entry on the CPU, searches it on the device, removes it, searches again.
+    fn probe_mirror(&mut self) -> bool {
+        const PROBE: Location = 0xFFFF_FFF0;
+        let Some(h) = (1..64u32)
+            .map(|i| KeyHash {
+                sig: 0x5EED_0000 | i,
+                lo: i.wrapping_mul(0x9E37_79B9),
+            })
+            .find(|h| self.cpu.search_one(h) == hkv_index::NO_LOCATION)
+        else {
+            return false;
+        };
+        let device_sees = |ix: &mut Index| {
+            let mut out = [hkv_index::NO_LOCATION];
+            ix.sync_mirror().is_ok()
+                && ix
+                    .device
+                    .as_ref()
+                    .is_some_and(|d| d.try_search(&[h], &mut out).is_ok())
+                && out[0] == PROBE
+        };
+        let inserted = self.cpu.insert_one(&h, PROBE) == InsertOutcome::Inserted;
+        let seen = inserted && device_sees(self);
+        let removed = self.cpu.delete_one(&h, PROBE);
+        let gone = removed && self.sync_mirror().is_ok() && {
+            let mut out = [0];
+            self.device
+                .as_ref()
+                .is_some_and(|d| d.try_search(&[h], &mut out).is_ok())
+                && out[0] == hkv_index::NO_LOCATION
+        };
+        seen && gone
     }
 
     /// Writes an entry on each processor and reads it on the other, then removes it.
@@ -125,7 +248,9 @@ impl Index {
     /// measured lines: searches of random keys, and inserts of entries removed again right
     /// after (only while the table is empty, as at start-up, so no real entry is touched).
     pub fn calibrate(&mut self) {
-        if !self.shared() || !self.policy.0.contains(&crate::policy::Choice::Auto) {
+        if !(self.shared() || self.mirrored())
+            || !self.policy.0.contains(&crate::policy::Choice::Auto)
+        {
             return;
         }
         let mut x = 0x2545_F491u32;
@@ -135,7 +260,8 @@ impl Index {
             x ^= x << 5;
             x
         };
-        let empty = self.cpu.stats().entries == 0;
+        // A mirror is written by the CPU alone: only its searches are placed.
+        let empty = self.shared() && self.cpu.stats().entries == 0;
         let mut dropped = Vec::new();
         let store = None;
         // The first round only warms up (PoCL compiles a kernel on its first launch).
@@ -192,8 +318,12 @@ impl Index {
     pub(super) fn place(&mut self, task: Task, n: usize) -> Proc {
         match &self.device {
             None => Proc::Cpu,
-            Some(d) if !d.is_shared() => Proc::Device,
-            Some(_) => self.model.choose(&self.policy, task, n),
+            Some(d) if d.is_shared() => self.model.choose(&self.policy, task, n),
+            Some(d) if d.is_mirror() && task == Task::Search => {
+                self.model.choose(&self.policy, task, n)
+            }
+            Some(d) if d.is_mirror() => Proc::Cpu,
+            Some(_) => Proc::Device,
         }
     }
 
@@ -202,7 +332,7 @@ impl Index {
     pub fn search_wants_device(&self, n: usize) -> bool {
         match &self.device {
             None => false,
-            Some(d) if !d.is_shared() => true,
+            Some(d) if !d.is_shared() && !d.is_mirror() => true,
             Some(_) => match self.policy.of(Task::Search) {
                 crate::policy::Choice::Forced(p) => p == Proc::Device,
                 crate::policy::Choice::Auto => self.model.best(Task::Search, n) == Proc::Device,
@@ -213,8 +343,12 @@ impl Index {
     pub(super) fn place_one(&self, task: Task) -> Proc {
         match &self.device {
             None => Proc::Cpu,
-            Some(d) if !d.is_shared() => Proc::Device,
-            Some(_) => self.model.choose_single(&self.policy, task),
+            Some(d) if d.is_shared() => self.model.choose_single(&self.policy, task),
+            Some(d) if d.is_mirror() && task == Task::Search => {
+                self.model.choose_single(&self.policy, task)
+            }
+            Some(d) if d.is_mirror() => Proc::Cpu,
+            Some(_) => Proc::Device,
         }
     }
 

@@ -35,6 +35,8 @@ const SOURCE: &str = include_str!("index.cl");
 const GROUP: usize = 64;
 /// Queries per chunk when a search batch is split over the queues.
 const PIPELINE_CHUNK: usize = 1024;
+/// The same on a GPU (search.rs).
+const GPU_PIPELINE_CHUNK: usize = 16384;
 
 const OUT_INSERTED: u32 = 0;
 const OUT_REPLACED: u32 = 1;
@@ -168,6 +170,9 @@ pub struct OclIndex {
     zero_copy: bool,
     /// The table is host memory the CPU backend also uses ([`OclIndex::share_host_table`]).
     shared: bool,
+    /// The table is a copy of the CPU backend's, written only by the host (shared.rs).
+    mirror: bool,
+    mirror_bytes: u64,
     /// Searches are shared with the calling thread (steal.rs).
     steal: bool,
     /// Stealing searches whose kernels may still run.
@@ -297,6 +302,8 @@ impl OclIndex {
             timing: Timing::default(),
             zero_copy: false,
             shared: false,
+            mirror: false,
+            mirror_bytes: 0,
             steal: false,
             inflight: Vec::new(),
         })
@@ -324,6 +331,7 @@ impl OclIndex {
         self.sub_shift = per_sub.trailing_zeros();
         self.stats.entries = 0;
         self.shared = false;
+        self.mirror = false;
         self.steal = false;
         Ok(())
     }

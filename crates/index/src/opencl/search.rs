@@ -4,7 +4,7 @@
 use opencl3::kernel::ExecuteKernel;
 use opencl3::types::{cl_uint, CL_NON_BLOCKING};
 
-use super::{err, OclIndex, GROUP, PIPELINE_CHUNK};
+use super::{err, OclIndex, GPU_PIPELINE_CHUNK, GROUP, PIPELINE_CHUNK};
 use crate::hash::KeyHash;
 use crate::{IndexError, Location, NO_LOCATION};
 
@@ -108,11 +108,15 @@ impl OclIndex {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let sigs: Vec<u32> = hashes.iter().map(|h| h.sig).collect();
         let los: Vec<u32> = hashes.iter().map(|h| h.lo).collect();
-        let chunk = if n >= 2 * PIPELINE_CHUNK {
-            PIPELINE_CHUNK
+        // A GPU runs a 1024-query chunk in a few microseconds, less than the calls that
+        // set it up: it gets larger chunks (measured on an H100: 14 M searches/s in chunks
+        // of 1024 at batches of 32768, docs/bench/gpu-h100-2026-11-26-run1.txt).
+        let pipeline = if self.info.is_gpu {
+            GPU_PIPELINE_CHUNK
         } else {
-            n
+            PIPELINE_CHUNK
         };
+        let chunk = if n >= 2 * pipeline { pipeline } else { n };
         let mask = self.mask;
         let mut buffers = Vec::new();
         let mut copies = Vec::new();

@@ -16,6 +16,7 @@ impl OclIndex {
         entries: &[(KeyHash, Location)],
         out: &mut [InsertOutcome],
     ) -> Result<(), IndexError> {
+        self.writable()?;
         for t in 0..self.tables.len() {
             let mut todo: Vec<usize> = (0..entries.len())
                 .filter(|&i| self.table_of(&entries[i].0) == t)
@@ -34,6 +35,16 @@ impl OclIndex {
                 self.insert_round(t, entries, &round, out)?;
                 todo = later;
             }
+        }
+        Ok(())
+    }
+
+    /// A mirror is written by the host alone: a device write would be lost at the next sync.
+    fn writable(&self) -> Result<(), IndexError> {
+        if self.mirror {
+            return Err(IndexError::Device(
+                "the device's table mirrors the host's: only the host writes it".into(),
+            ));
         }
         Ok(())
     }
@@ -126,6 +137,7 @@ impl OclIndex {
         entries: &[(KeyHash, Location)],
         out: &mut [bool],
     ) -> Result<(), IndexError> {
+        self.writable()?;
         for t in 0..self.tables.len() {
             let todo: Vec<usize> = (0..entries.len())
                 .filter(|&i| self.table_of(&entries[i].0) == t)

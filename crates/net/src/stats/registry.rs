@@ -308,7 +308,9 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "profile_top_key_share", Gauge, "skew: share of requests to the 8 most requested keys per partition (sampled)", |s| Val::Fixed(s.pf.top_key_share, 3);
     "placement", Setting, "where index tasks run (--placement; applies where the device shares the CPU table)", |s| s.device(|| Val::S(s.shared.engine.placement().0.to_string()));
     "placement_current", Gauge, "where auto puts search, insert, delete, KC and RD now (first partition, at each task's mean batch size)", |s| s.device(|| Val::S(s.pl.current_placement().to_string()));
-    "placement_shared_table", Gauge, "1: the device works on the CPU's own index table, so tasks can be placed", |s| s.device(|| Val::U(s.shared.engine.placement().1 as u64));
+    "placement_shared_table", Gauge, "1: the device works on the CPU's own index table, so every index task can be placed", |s| s.device(|| Val::U(s.shared.engine.placement().1 as u64));
+    "placement_table", Setting, "the device's table: shared (the CPU's own, every task placed), mirror (a copy the CPU keeps up to date, searches placed: a discrete GPU), own (the device runs every index task)", |s| s.device(|| Val::S(s.shared.engine.device_table().name().to_string()));
+    "placement_mirror_bytes", Counter, "bytes of the CPU's index table copied to a device that searches a mirror of it", |s| s.device(|| Val::U(s.pl.mirror_bytes));
     "placement_search_cpu_batches", Counter, "search batches run on the cpu", |s| s.device(|| Val::U(s.pl.batches[0][0]));
     "placement_search_device_batches", Counter, "search batches run on the device", |s| s.device(|| Val::U(s.pl.batches[0][1]));
     "placement_insert_cpu_batches", Counter, "insert batches run on the cpu", |s| s.device(|| Val::U(s.pl.batches[1][0]));
