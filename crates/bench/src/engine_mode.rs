@@ -58,6 +58,10 @@ pub struct Args {
     /// first device, e.g. PoCL).
     #[arg(long, value_parser = ["cpu", "opencl"], default_value = "cpu")]
     engine: String,
+    /// With `--engine opencl`: where index tasks run (the server's `--placement`, e.g.
+    /// `search=device` for the device's own search rate).
+    #[arg(long, default_value = "auto")]
+    placement: hkv_engine::Placement,
     /// Print one JSON object per result line instead of text.
     #[arg(long)]
     json: bool,
@@ -164,6 +168,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             } else {
                 hkv_engine::Backend::Cpu
             },
+            placement: args.placement,
             ..EngineConfig::default()
         })?;
         let index_bytes: usize = engine
@@ -182,7 +187,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
                 .collect()
         };
         let t = Instant::now();
+        // The preload's writes search one key at a time where a batch's keys repeat: on
+        // the CPU, whatever the measured placement (a forced device search made a preload
+        // of 1M keys take a minute).
+        for p in &mut parts {
+            p.set_placement(hkv_engine::Placement::all(hkv_engine::Proc::Cpu));
+        }
         preload(&mut parts, &owners, key_len, &value, args.batch);
+        for p in &mut parts {
+            p.set_placement(args.placement);
+        }
         eprintln!(
             "# {:?}: {keys} keys preloaded on {threads} thread(s) in {:.1}s; budget {} MiB, index {} MiB ({} buckets/partition), load {:.2}",
             args.dataset,

@@ -51,6 +51,9 @@ pub struct Args {
     /// Where the plots and the TSV go.
     #[arg(long, default_value = "docs/bench")]
     out: PathBuf,
+    /// What the OpenCL device is, for the titles (`stats hkv engine` names it).
+    #[arg(long, default_value = "PoCL")]
+    device_label: String,
     /// The Markdown file whose timeline section is rewritten.
     #[arg(long, default_value = "docs/BENCHMARKS.md")]
     markdown: PathBuf,
@@ -96,9 +99,10 @@ fn run_placement(args: &Args, placement: &str) -> anyhow::Result<Vec<Sample>> {
         1024,
     )?;
     let shared = hkv_stats(s.addr)?;
+    let table = shared.get("placement_table").map(String::as_str);
     anyhow::ensure!(
-        shared.get("placement_shared_table").map(String::as_str) == Some("1"),
-        "the OpenCL device does not share the CPU's index table here, so nothing can be placed"
+        table == Some("shared") || table == Some("mirror"),
+        "the OpenCL device works on a table of its own here, so nothing can be placed"
     );
     let mut a = net::Args {
         target: s.addr.to_string(),
@@ -210,7 +214,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let mix_names: Vec<String> = args.phases.iter().map(|w| mix_name(*w)).collect();
     let title = format!(
-        "hkv --engine opencl (PoCL): load alternating {} every {} s",
+        "hkv --engine opencl ({}): load alternating {} every {} s",
+        args.device_label,
         mix_names.join(" / "),
         args.phase_seconds
     );
@@ -252,12 +257,13 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     }
     let dir = args.markdown.parent().unwrap_or(std::path::Path::new("."));
     let mut md = format!(
-        "hkv `--engine opencl -t {}` on PoCL, one server per placement; hkv-bench net binary \
+        "hkv `--engine opencl -t {}` on {}, one server per placement; hkv-bench net binary \
          8 connections x 16 deep, {:?} Zipf 0.99 over {} keys, the mix alternating {} every {} s, \
          {} cycles, sampled every {} s, {} rounds with the placements in alternating order. Each \
          sample is the median over rounds; the table gives the median of each placement's \
          samples in each mix (the first sample after a switch included), ops/s:\n\n",
         args.server_threads,
+        args.device_label,
         args.dataset,
         args.keys,
         mix_names.join(" / "),

@@ -90,6 +90,9 @@ pub(crate) struct Index {
     pub dispatch: crate::dispatch::Dispatch,
     /// Splitting is allowed (`HKV_OPENCL_DISPATCH=0` turns it off, to compare).
     split_on: bool,
+    /// The last batch search ran on the device (a mirror then only sends what one batch
+    /// wrote).
+    searched_on_device: bool,
     pub model: CostModel,
 }
 
@@ -109,6 +112,7 @@ impl Index {
             stolen: Default::default(),
             dispatch: Default::default(),
             split_on: std::env::var("HKV_OPENCL_DISPATCH").as_deref() != Ok("0"),
+            searched_on_device: false,
         }
     }
 
@@ -409,6 +413,15 @@ impl Index {
         dropped: &mut Vec<Location>,
     ) {
         let proc = self.place(Task::Search, hashes.len());
+        if proc == Proc::Device && !self.searched_on_device && self.mirrored() {
+            // A mirror catching up on everything written since its last search (auto
+            // trying the device now and then) is not what a search costs while the device
+            // keeps searching: that sync stays out of the model's timing.
+            if let Err(e) = self.sync_mirror() {
+                self.failed(e, Some(store), dropped);
+            }
+        }
+        self.searched_on_device = proc == Proc::Device;
         let t = self.clock();
         let done = if proc == Proc::Device && self.splits() {
             self.search_split(store, hashes, out, dropped)

@@ -135,6 +135,9 @@ mod tests {
         }
         assert_eq!(d.take(), Changes::All);
         d.mark(0);
-        assert_eq!(d.take(), Changes::Runs(std::iter::once(0..PAGE_BUCKETS).collect()));
+        assert_eq!(
+            d.take(),
+            Changes::Runs(std::iter::once(0..PAGE_BUCKETS).collect())
+        );
     }
 }

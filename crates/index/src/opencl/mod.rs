@@ -177,6 +177,8 @@ pub struct OclIndex {
     steal: bool,
     /// Stealing searches whose kernels may still run.
     inflight: Vec<steal::Inflight>,
+    /// Search buffers of finished calls, for the next (search.rs).
+    search_pool: std::sync::Mutex<Vec<search::SearchBuffers>>,
 }
 
 impl Drop for OclIndex {
@@ -306,6 +308,7 @@ impl OclIndex {
             mirror_bytes: 0,
             steal: false,
             inflight: Vec::new(),
+            search_pool: Default::default(),
         })
         .map(|mut ix: OclIndex| {
             // HKV_OPENCL_ZERO_COPY=0 turns it off, to compare both ways on one device.

@@ -2,6 +2,7 @@
 //! a table larger than one device allocation.
 
 use opencl3::kernel::ExecuteKernel;
+use opencl3::memory::Buffer;
 use opencl3::types::{cl_uint, CL_NON_BLOCKING};
 
 use super::{err, OclIndex, GPU_PIPELINE_CHUNK, GROUP, PIPELINE_CHUNK};
@@ -126,15 +127,21 @@ impl OclIndex {
             let m = end - start;
             let q = &self.queues[ci % self.queues.len()];
             let zero_copy = self.zero_copy;
-            let (mut bs, mut bl, bo) = if zero_copy {
+            let SearchBuffers {
+                sigs: mut bs,
+                los: mut bl,
+                out: bo,
+                cap,
+            } = if zero_copy {
                 // The device reads host memory directly: no copy in.
-                (
-                    self.host_input(&sigs[start..end])?,
-                    self.host_input(&los[start..end])?,
-                    self.scratch(m)?,
-                )
+                SearchBuffers {
+                    sigs: self.host_input(&sigs[start..end])?,
+                    los: self.host_input(&los[start..end])?,
+                    out: self.scratch(m)?,
+                    cap: 0,
+                }
             } else {
-                (self.input(m)?, self.input(m)?, self.scratch(m)?)
+                self.search_buffers(m)?
             };
             let mm = m as cl_uint;
             // SAFETY: non-blocking copies from `sigs` and `los` and into `out`, all of which
@@ -169,7 +176,12 @@ impl OclIndex {
                         .map_err(|e| err("copy out", e))?,
                 );
             }
-            buffers.push((bs, bl, bo));
+            buffers.push(SearchBuffers {
+                sigs: bs,
+                los: bl,
+                out: bo,
+                cap,
+            });
         }
         between();
         for q in &self.queues {
@@ -188,7 +200,42 @@ impl OclIndex {
         self.timing
             .kernel_ns
             .fetch_add(kernels.iter().map(span).sum(), Relaxed);
-        drop(buffers);
+        // Every queue has finished: no kernel or copy uses them any more.
+        let mut pool = self.search_pool.lock().unwrap_or_else(|p| p.into_inner());
+        for b in buffers.into_iter().filter(|b| b.cap > 0) {
+            if pool.len() < SEARCH_POOL {
+                pool.push(b);
+            }
+        }
         Ok(())
     }
+
+    /// Copy-in buffers for a search chunk of `m` queries: from the pool when one is large
+    /// enough (creating three buffers cost an H100 more than its kernel), else new ones of
+    /// at least [`PIPELINE_CHUNK`] queries.
+    fn search_buffers(&self, m: usize) -> Result<SearchBuffers, IndexError> {
+        let mut pool = self.search_pool.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = pool.iter().position(|b| b.cap >= m) {
+            return Ok(pool.swap_remove(i));
+        }
+        drop(pool);
+        let cap = m.next_power_of_two().max(PIPELINE_CHUNK);
+        Ok(SearchBuffers {
+            sigs: self.input(cap)?,
+            los: self.input(cap)?,
+            out: self.scratch(cap)?,
+            cap,
+        })
+    }
+}
+
+/// Buffer sets kept for later searches: one per chunk in flight at once.
+const SEARCH_POOL: usize = 4;
+
+/// One search chunk's device buffers; `cap` queries (0: over host memory, not kept).
+pub(super) struct SearchBuffers {
+    sigs: Buffer<cl_uint>,
+    los: Buffer<cl_uint>,
+    out: Buffer<cl_uint>,
+    cap: usize,
 }
