@@ -265,8 +265,6 @@ impl Engine {
                 }
             };
             let mut part = Partition::new(index, device, store, config.schedule.write_every);
-            // Without a scheduler here, the bounds say whether batches are periodic (C > 0).
-            part.set_write_delay(part.has_device() || config.schedule.min_us > 0.0);
             part.set_merge_atomics(config.merge_atomics);
             part.set_zero_copy_min(config.zero_copy_min);
             part.set_evictions(config.evictions);
@@ -276,6 +274,8 @@ impl Engine {
             }
             part.set_placement(config.placement);
             part.calibrate_placement();
+            // Without a scheduler here, the bounds say whether batches are periodic (C > 0).
+            part.set_write_delay(part.device_writes() || config.schedule.min_us > 0.0);
             calibrated = Some(part.vector_calibration());
             if warm {
                 part.restore_index();

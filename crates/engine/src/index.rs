@@ -93,6 +93,8 @@ pub(crate) struct Index {
     /// The last batch search ran on the device (a mirror then only sends what one batch
     /// wrote).
     searched_on_device: bool,
+    /// Draws which CPU batches a mirror's model times (see [`Index::clock_placed`]).
+    sampler: crate::Sampler,
     pub model: CostModel,
 }
 
@@ -113,6 +115,7 @@ impl Index {
             dispatch: Default::default(),
             split_on: std::env::var("HKV_OPENCL_DISPATCH").as_deref() != Ok("0"),
             searched_on_device: false,
+            sampler: crate::Sampler::default(),
         }
     }
 
@@ -422,7 +425,7 @@ impl Index {
             }
         }
         self.searched_on_device = proc == Proc::Device;
-        let t = self.clock();
+        let t = self.clock_placed(Task::Search, proc);
         let done = if proc == Proc::Device && self.splits() {
             self.search_split(store, hashes, out, dropped)
         } else {
@@ -514,7 +517,7 @@ impl Index {
             return;
         }
         let proc = self.place(Task::Insert, entries.len());
-        let t = self.clock();
+        let t = self.clock_for(Task::Insert);
         if self.insert_on(proc, Some(store), entries, out, dropped) {
             self.timed(Task::Insert, proc, entries.len(), t);
         }
@@ -531,7 +534,7 @@ impl Index {
             return;
         }
         let proc = self.place(Task::Delete, entries.len());
-        let t = self.clock();
+        let t = self.clock_for(Task::Delete);
         if self.delete_on(proc, Some(store), entries, dropped) {
             self.timed(Task::Delete, proc, entries.len(), t);
         }

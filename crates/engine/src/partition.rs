@@ -372,6 +372,16 @@ impl Partition {
         self.index.zero_copy().is_some()
     }
 
+    /// Whether index writes may run on the device (a shared table or one of its own), so
+    /// that delaying them into batches pays and every batch is timed for the cost model.
+    /// A mirror's writes all run on the CPU: it is timed and delayed as the CPU engine is.
+    pub fn device_writes(&self) -> bool {
+        matches!(
+            self.index.device_table(),
+            crate::DeviceTable::Shared | crate::DeviceTable::Own
+        )
+    }
+
     pub fn store(&self) -> &SlabStore {
         &self.store
     }
@@ -449,9 +459,10 @@ impl Partition {
         group_bytes: &mut Vec<usize>,
     ) {
         self.stats.batches += 1;
-        // With a device the cost model, and with delayed writes (C above zero) the
-        // scheduler's fit, learn from every batch; those batches are few and large.
-        self.read_weight = if self.has_device() || self.delay_writes {
+        // With a device that writes the cost model, and with delayed writes (C above
+        // zero) the scheduler's fit, learn from every batch; those batches are few and
+        // large. (A mirror's device searches are timed by the index itself.)
+        self.read_weight = if self.device_writes() || self.delay_writes {
             1
         } else if timed {
             READ_SAMPLE

@@ -268,7 +268,7 @@ impl SharedEngine {
     }
 
     fn set_delay(&self, part: &mut Partition) {
-        let on = part.has_device() || self.periodic.load(Ordering::Relaxed);
+        let on = part.device_writes() || self.periodic.load(Ordering::Relaxed);
         part.set_write_delay(on);
     }
 

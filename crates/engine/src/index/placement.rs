@@ -11,6 +11,9 @@ use super::{ns, Index};
 use crate::cost::CostModel;
 use crate::policy::{Placement, Proc, Task};
 
+/// One CPU batch in this many is timed for the model where the device searches a mirror.
+const MIRROR_SAMPLE: u64 = 8;
+
 /// The table a partition's device works on (`stats hkv placement_table`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceTable {
@@ -361,7 +364,11 @@ impl Index {
 
     /// An engine batch starts: with a device, its clock, for [`Self::batch_end`].
     pub(crate) fn batch_begin(&mut self) -> Option<Instant> {
-        let t = self.clock();
+        let t = if self.mirrored() && !self.sampler.one_in(MIRROR_SAMPLE) {
+            None
+        } else {
+            self.clock()
+        };
         if t.is_some() {
             self.model.begin_batch();
         }
@@ -380,5 +387,25 @@ impl Index {
     /// table is not shared and there is nothing to choose).
     pub(super) fn clock(&self) -> Option<Instant> {
         self.device.is_some().then(Instant::now)
+    }
+
+    /// [`Index::clock`] for a batch of `task`: a mirror's writes always run on the CPU, so
+    /// nothing learns from their times.
+    pub(super) fn clock_for(&self, task: Task) -> Option<Instant> {
+        if task != Task::Search && self.mirrored() {
+            return None;
+        }
+        self.clock()
+    }
+
+    /// [`Index::clock_for`] for a batch placed on `proc`. With a mirror, where the CPU
+    /// usually wins and runs the same small batches as the CPU engine, one CPU batch in
+    /// [`MIRROR_SAMPLE`] (drawn at random) is enough for its line, and the clock reads of
+    /// the others are saved; device batches are all timed.
+    pub(super) fn clock_placed(&mut self, task: Task, proc: Proc) -> Option<Instant> {
+        if self.mirrored() && proc == Proc::Cpu && !self.sampler.one_in(MIRROR_SAMPLE) {
+            return None;
+        }
+        self.clock_for(task)
     }
 }
