@@ -80,6 +80,14 @@ step "server integration tests again on the epoll loop (the run above used --io 
 # Both event loops must pass everything (docs/network.md); HKV_IO is --io's default.
 HKV_IO=epoll cargo test -p hkv-server --tests --locked 2>&1 | tee -a "$results"
 
+step "the OpenCL engine on a mirrored table (a discrete GPU's path, on PoCL)"
+# HKV_OPENCL_SHARE=0 gives PoCL what a discrete GPU gets: a copy of the CPU's table that the
+# CPU keeps up to date (docs/placement.md). The engine's model test, and the server tests
+# that run on every engine, again that way.
+HKV_OPENCL_SHARE=0 HKV_REQUIRE_OPENCL=1 cargo test --locked -p hkv-engine --test model \
+  --test mirror -p hkv-server --test opencl --test meta --test probes --test large_items \
+  --test staged_values 2>&1 | tee -a "$results"
+
 step "unsafe code under Miri"
 # Miri checks the arena's carving and slice handling, the pinned values that sends read
 # from item memory (hkv-types' Pinned, hkv-proto's Output splicing them into replies), and
@@ -159,6 +167,14 @@ if ./target/release/hkv-bench placement --quick | tee "$log" >&2 && grep -q "^mo
   echo "placement-quick: 1 passed, 0 failed" >>"$results"
 else
   echo "placement-quick: 0 passed, 1 failed" >>"$results"
+fi
+
+step "placement benchmark smoke run on a mirrored table (a discrete GPU's path)"
+if HKV_OPENCL_SHARE=0 ./target/release/hkv-bench placement --quick | tee "$log" >&2 \
+     && grep -q "^model error avg" "$log"; then
+  echo "placement-quick-mirror: 1 passed, 0 failed" >>"$results"
+else
+  echo "placement-quick-mirror: 0 passed, 1 failed" >>"$results"
 fi
 
 step "placement timeline smoke run (alternating load, auto and cpu, one short cycle)"
