@@ -11,6 +11,9 @@ use super::{ns, Index};
 use crate::cost::CostModel;
 use crate::policy::{Placement, Proc, Task};
 
+/// The location of the start-up probes' entry.
+const PROBE: Location = 0xFFFF_FFF0;
+
 /// One CPU batch in this many is timed for the model where the device searches a mirror.
 const MIRROR_SAMPLE: u64 = 8;
 
@@ -174,53 +177,41 @@ impl Index {
         }
     }
 
-    /// Writes an entry on the CPU, searches it on the device, removes it, searches again.
-    fn probe_mirror(&mut self) -> bool {
-        const PROBE: Location = 0xFFFF_FFF0;
-        let Some(h) = (1..64u32)
+    /// A key hash no entry of the CPU's table has, for the start-up probes.
+    fn probe_hash(&self) -> Option<KeyHash> {
+        (1..64u32)
             .map(|i| KeyHash {
                 sig: 0x5EED_0000 | i,
                 lo: i.wrapping_mul(0x9E37_79B9),
             })
             .find(|h| self.cpu.search_one(h) == hkv_index::NO_LOCATION)
-        else {
+    }
+
+    /// Syncs a mirror and searches `h` on the device (None: the device failed).
+    fn mirror_search(&mut self, h: &KeyHash) -> Option<Location> {
+        self.sync_mirror().ok()?;
+        let mut out = [hkv_index::NO_LOCATION];
+        self.device.as_ref()?.try_search(&[*h], &mut out).ok()?;
+        Some(out[0])
+    }
+
+    /// Writes an entry on the CPU, searches it on the device, removes it, searches again.
+    fn probe_mirror(&mut self) -> bool {
+        let Some(h) = self.probe_hash() else {
             return false;
         };
-        let device_sees = |ix: &mut Index| {
-            let mut out = [hkv_index::NO_LOCATION];
-            ix.sync_mirror().is_ok()
-                && ix
-                    .device
-                    .as_ref()
-                    .is_some_and(|d| d.try_search(&[h], &mut out).is_ok())
-                && out[0] == PROBE
-        };
         let inserted = self.cpu.insert_one(&h, PROBE) == InsertOutcome::Inserted;
-        let seen = inserted && device_sees(self);
+        let seen = inserted && self.mirror_search(&h) == Some(PROBE);
         let removed = self.cpu.delete_one(&h, PROBE);
-        let gone = removed && self.sync_mirror().is_ok() && {
-            let mut out = [0];
-            self.device
-                .as_ref()
-                .is_some_and(|d| d.try_search(&[h], &mut out).is_ok())
-                && out[0] == hkv_index::NO_LOCATION
-        };
-        seen && gone
+        removed && seen && self.mirror_search(&h) == Some(hkv_index::NO_LOCATION)
     }
 
     /// Writes an entry on each processor and reads it on the other, then removes it.
     pub(super) fn probe_sharing(&mut self) -> bool {
-        const PROBE: Location = 0xFFFF_FFF0;
-        let Some(d) = &mut self.device else {
+        let Some(h) = self.probe_hash() else {
             return false;
         };
-        let Some(h) = (1..64u32)
-            .map(|i| KeyHash {
-                sig: 0x5EED_0000 | i,
-                lo: i.wrapping_mul(0x9E37_79B9),
-            })
-            .find(|h| self.cpu.search_one(h) == hkv_index::NO_LOCATION)
-        else {
+        let Some(d) = &mut self.device else {
             return false;
         };
         let search = |d: &OclIndex| {

@@ -34,14 +34,7 @@ impl OclIndex {
                 "the device does not share host memory".into(),
             ));
         }
-        if !buckets.is_power_of_two() || buckets as u64 * 64 > self.max_alloc {
-            return Err(IndexError::Size(format!(
-                "{buckets} buckets do not fit one device allocation"
-            )));
-        }
-        self.launch()?;
-        self.drain();
-        let words = buckets as usize * 2 * SLOTS_PER_BUCKET;
+        let words = self.one_table(buckets)?;
         // SAFETY: the caller guarantees `words` live words at `table` for the buffer's life.
         let buffer = unsafe {
             Buffer::<cl_uint>::create(
@@ -60,6 +53,19 @@ impl OclIndex {
         Ok(())
     }
 
+    /// Checks that a table of `buckets` fits one allocation, and makes way for it (no call
+    /// in flight on the old one); returns its words.
+    fn one_table(&mut self, buckets: u32) -> Result<usize, IndexError> {
+        if !buckets.is_power_of_two() || buckets as u64 * 64 > self.max_alloc {
+            return Err(IndexError::Size(format!(
+                "{buckets} buckets do not fit one device allocation"
+            )));
+        }
+        self.launch()?;
+        self.drain();
+        Ok(buckets as usize * 2 * SLOTS_PER_BUCKET)
+    }
+
     /// Whether the table is the host's (see [`OclIndex::share_host_table`]).
     pub fn is_shared(&self) -> bool {
         self.shared
@@ -73,14 +79,7 @@ impl OclIndex {
     /// processor. Needs one allocation for the whole table; the copy starts empty and is
     /// filled by the first sync.
     pub fn mirror_table(&mut self, buckets: u32) -> Result<(), IndexError> {
-        if !buckets.is_power_of_two() || buckets as u64 * 64 > self.max_alloc {
-            return Err(IndexError::Size(format!(
-                "{buckets} buckets do not fit one device allocation"
-            )));
-        }
-        self.launch()?;
-        self.drain();
-        let words = buckets as usize * 2 * SLOTS_PER_BUCKET;
+        let words = self.one_table(buckets)?;
         // SAFETY: a fresh device buffer of `words` u32s, no host pointer.
         let buffer = unsafe {
             Buffer::<cl_uint>::create(&self.context, CL_MEM_READ_WRITE, words, ptr::null_mut())
