@@ -90,11 +90,16 @@ pub(crate) struct Index {
     pub dispatch: crate::dispatch::Dispatch,
     /// Splitting is allowed (`HKV_OPENCL_DISPATCH=0` turns it off, to compare).
     split_on: bool,
-    /// The last batch search ran on the device (a mirror then only sends what one batch
-    /// wrote).
-    searched_on_device: bool,
-    /// Draws which CPU batches a mirror's model times (see [`Index::clock_placed`]).
+    /// Engine batches begun, and the last one with a device search (a mirror searched
+    /// batch after batch only sends what one batch wrote).
+    batch_seq: u64,
+    device_batch: Option<u64>,
+    /// Draws which batches a mirror's model times, and whether this one is (see
+    /// [`Index::clock_placed`]).
     sampler: crate::Sampler,
+    batch_timed: bool,
+    /// Bytes of the CPU's table copied to a mirror.
+    pub mirror_bytes: u64,
     pub model: CostModel,
 }
 
@@ -114,8 +119,11 @@ impl Index {
             stolen: Default::default(),
             dispatch: Default::default(),
             split_on: std::env::var("HKV_OPENCL_DISPATCH").as_deref() != Ok("0"),
-            searched_on_device: false,
+            batch_seq: 0,
+            device_batch: None,
             sampler: crate::Sampler::default(),
+            batch_timed: false,
+            mirror_bytes: 0,
         }
     }
 
@@ -200,13 +208,21 @@ impl Index {
             let ds = d.stats();
             self.carried.displacements += ds.displacements;
             self.carried.walks += ds.walks;
-            let mirror = d.is_mirror();
+            let mut mirror = d.is_mirror();
             let moved = if d.is_shared() {
                 // SAFETY: as in `share`: the new table is `self.cpu`'s; the old one is
                 // recycled only below, after the device stopped pointing at it.
                 unsafe { d.share_host_table(new_table, buckets) }
             } else if mirror {
-                d.mirror_table(buckets)
+                match d.mirror_table(buckets) {
+                    // Past one device allocation: the device keeps a table of its own, which
+                    // the inserts below fill.
+                    Err(IndexError::Size(_)) => {
+                        mirror = false;
+                        d.resize(buckets)
+                    }
+                    r => r,
+                }
             } else {
                 d.resize(buckets)
             };
@@ -416,15 +432,17 @@ impl Index {
         dropped: &mut Vec<Location>,
     ) {
         let proc = self.place(Task::Search, hashes.len());
-        if proc == Proc::Device && !self.searched_on_device && self.mirrored() {
-            // A mirror catching up on everything written since its last search (auto
-            // trying the device now and then) is not what a search costs while the device
-            // keeps searching: that sync stays out of the model's timing.
-            if let Err(e) = self.sync_mirror() {
-                self.failed(e, Some(store), dropped);
+        if proc == Proc::Device && self.mirrored() {
+            // A mirror catching up on everything written since its last search, batches
+            // ago (auto trying the device now and then), is not what a search costs while
+            // the device keeps searching: that sync stays out of the model's timing.
+            if self.device_batch.is_none_or(|b| b + 1 < self.batch_seq) {
+                if let Err(e) = self.sync_mirror() {
+                    self.failed(e, Some(store), dropped);
+                }
             }
+            self.device_batch = Some(self.batch_seq);
         }
-        self.searched_on_device = proc == Proc::Device;
         let t = self.clock_placed(Task::Search, proc);
         let done = if proc == Proc::Device && self.splits() {
             self.search_split(store, hashes, out, dropped)

@@ -352,7 +352,7 @@ impl Partition {
     /// The cost model's counters and lines.
     pub fn placement_report(&self) -> crate::PlacementReport {
         crate::PlacementReport {
-            mirror_bytes: self.index.device().map_or(0, |d| d.mirror_bytes()),
+            mirror_bytes: self.index.mirror_bytes,
             chunks_host: self.index.stolen.host,
             chunks_device: self.index.stolen.device,
             splits: self.index.dispatch.splits,

@@ -11,9 +11,13 @@ use std::ops::Range;
 /// Buckets per tracked page (64 x 64 bytes: 4 KiB, a device copy's useful minimum).
 pub const PAGE_BUCKETS: u32 = 64;
 
-/// Runs above this count are sent as the whole table: one large copy costs less than
-/// hundreds of small ones (each a driver call).
-const MAX_RUNS: usize = 256;
+/// Bytes of a tracked page.
+const PAGE_BYTES: u64 = PAGE_BUCKETS as u64 * 64;
+
+/// What one copy call costs beyond its bytes, in bytes of copying (a driver call of a few
+/// microseconds against a bus of about 10 GB/s): runs closer than this are sent as one, and
+/// the whole table goes in one copy when the runs would cost more.
+const CALL_BYTES: u64 = 48 << 10;
 
 /// What a copy of the table must take to match it again.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,16 +76,18 @@ impl Dirty {
             Changes::Nothing
         } else {
             self.pages.sort_unstable();
+            let gap = (CALL_BYTES / PAGE_BYTES) as u32 * PAGE_BUCKETS;
             let mut runs: Vec<Range<u32>> = Vec::new();
             for &p in &self.pages {
                 let start = p * PAGE_BUCKETS;
                 let end = (start + PAGE_BUCKETS).min(self.buckets);
                 match runs.last_mut() {
-                    Some(r) if r.end == start => r.end = end,
+                    Some(r) if start - r.end <= gap => r.end = end,
                     _ => runs.push(start..end),
                 }
             }
-            if runs.len() > MAX_RUNS {
+            let bytes: u64 = runs.iter().map(|r| u64::from(r.end - r.start) * 64).sum();
+            if runs.len() as u64 * CALL_BYTES + bytes >= u64::from(self.buckets) * 64 {
                 Changes::All
             } else {
                 Changes::Runs(runs)
@@ -100,17 +106,27 @@ impl Dirty {
 mod tests {
     use super::*;
 
-    #[test]
-    fn starts_with_everything_then_tracks_pages() {
-        let mut d = Dirty::new(1024);
-        d.mark(5);
+    /// A table of `pages` tracked pages, its first full sync taken.
+    fn tracked(pages: u32) -> Dirty {
+        let mut d = Dirty::new(pages * PAGE_BUCKETS);
         assert_eq!(d.take(), Changes::All);
+        d
+    }
+
+    #[test]
+    fn starts_with_everything_then_sends_what_changed() {
+        let mut d = tracked(1024);
         assert_eq!(d.take(), Changes::Nothing);
         d.mark(70);
         d.mark(64);
-        d.mark(1000);
         d.mark(130);
-        assert_eq!(d.take(), Changes::Runs(vec![64..192, 960..1024]));
+        let far = 900 * PAGE_BUCKETS + 5;
+        d.mark(far);
+        let page = |p: u32| p * PAGE_BUCKETS..(p + 1) * PAGE_BUCKETS;
+        assert_eq!(
+            d.take(),
+            Changes::Runs(vec![64..3 * PAGE_BUCKETS, page(900)])
+        );
         assert_eq!(d.take(), Changes::Nothing);
         d.mark_all();
         d.mark(3);
@@ -118,26 +134,47 @@ mod tests {
     }
 
     #[test]
-    fn a_small_table_ends_its_last_page_at_its_size() {
-        let mut d = Dirty::new(8);
-        d.take();
-        d.mark(7);
-        assert_eq!(d.take(), Changes::Runs(std::iter::once(0..8).collect()));
+    fn pages_a_few_apart_go_as_one_run() {
+        let mut d = tracked(1024);
+        let near = (CALL_BYTES / PAGE_BYTES) as u32;
+        d.mark(0);
+        d.mark((1 + near) * PAGE_BUCKETS);
+        d.mark((2 + 2 * near) * PAGE_BUCKETS);
+        assert_eq!(
+            d.take(),
+            Changes::Runs(std::iter::once(0..(3 + 2 * near) * PAGE_BUCKETS).collect())
+        );
+        // One page further is a run of its own.
+        d.mark(0);
+        d.mark((2 + near) * PAGE_BUCKETS);
+        assert!(matches!(d.take(), Changes::Runs(r) if r.len() == 2));
     }
 
     #[test]
-    fn too_many_runs_become_the_whole_table() {
-        let buckets = PAGE_BUCKETS * 2 * (MAX_RUNS as u32 + 1);
-        let mut d = Dirty::new(buckets);
+    fn a_small_table_ends_its_last_run_at_its_size() {
+        let mut d = Dirty::new(8);
         d.take();
-        for p in (0..buckets / PAGE_BUCKETS).step_by(2) {
+        d.mark(7);
+        assert_eq!(d.take(), Changes::All);
+        let mut d = Dirty::new(8 * PAGE_BUCKETS * 64);
+        d.take();
+        d.mark(8 * PAGE_BUCKETS * 64 - 1);
+        let last = (8 * 64 - 1) * PAGE_BUCKETS..8 * 64 * PAGE_BUCKETS;
+        assert_eq!(d.take(), Changes::Runs(std::iter::once(last).collect()));
+    }
+
+    #[test]
+    fn runs_costing_more_than_the_table_become_the_whole_table() {
+        // 64 pages (256 KiB): every 16th page marked is four runs (cheaper than the table),
+        // every 8th page merges into one run of 57 pages, which with its call costs more.
+        let mut d = tracked(64);
+        for p in (0..64).step_by(16) {
+            d.mark(p * PAGE_BUCKETS);
+        }
+        assert!(matches!(d.take(), Changes::Runs(r) if r.len() == 4));
+        for p in (0..64).step_by(8) {
             d.mark(p * PAGE_BUCKETS);
         }
         assert_eq!(d.take(), Changes::All);
-        d.mark(0);
-        assert_eq!(
-            d.take(),
-            Changes::Runs(std::iter::once(0..PAGE_BUCKETS).collect())
-        );
     }
 }

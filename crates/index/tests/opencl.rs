@@ -340,11 +340,11 @@ fn a_mirror_matches_the_cpu_table_after_each_sync() {
         }
         check(&mut dev, &mut cpu, "inserts");
         // A few overwrites and deletes: only their pages change.
-        for (i, h) in part.iter().enumerate().skip(100).step_by(997) {
+        for (i, h) in part.iter().enumerate().skip(100).step_by(2477) {
             cpu.insert_one(h, 1 << 30 | i as u32);
         }
         check(&mut dev, &mut cpu, "overwrites");
-        for (i, h) in part.iter().enumerate().skip(3).step_by(1499) {
+        for (i, h) in part.iter().enumerate().skip(3).step_by(2999) {
             cpu.delete_one(h, (round * 5000 + i) as u32);
         }
         check(&mut dev, &mut cpu, "deletes");

@@ -171,7 +171,9 @@ impl Index {
         match &mut self.device {
             Some(d) if d.is_mirror() => {
                 let changes = self.cpu.take_changes();
-                d.sync_mirror(self.cpu.words(), &changes).map(|_| ())
+                let sent = d.sync_mirror(self.cpu.words(), &changes)?;
+                self.mirror_bytes += sent;
+                Ok(())
             }
             _ => Ok(()),
         }
@@ -355,11 +357,13 @@ impl Index {
 
     /// An engine batch starts: with a device, its clock, for [`Self::batch_end`].
     pub(crate) fn batch_begin(&mut self) -> Option<Instant> {
+        self.batch_seq += 1;
         let t = if self.mirrored() && !self.sampler.one_in(MIRROR_SAMPLE) {
             None
         } else {
             self.clock()
         };
+        self.batch_timed = t.is_some();
         if t.is_some() {
             self.model.begin_batch();
         }
@@ -390,11 +394,12 @@ impl Index {
     }
 
     /// [`Index::clock_for`] for a batch placed on `proc`. With a mirror, where the CPU
-    /// usually wins and runs the same small batches as the CPU engine, one CPU batch in
-    /// [`MIRROR_SAMPLE`] (drawn at random) is enough for its line, and the clock reads of
-    /// the others are saved; device batches are all timed.
+    /// usually wins and runs the same small batches as the CPU engine, the CPU's searches
+    /// are timed in the engine batches [`Index::batch_begin`] drew (one in
+    /// [`MIRROR_SAMPLE`]), all of them there, so that a timed batch's rest holds no untimed
+    /// search; device searches are all timed.
     pub(super) fn clock_placed(&mut self, task: Task, proc: Proc) -> Option<Instant> {
-        if self.mirrored() && proc == Proc::Cpu && !self.sampler.one_in(MIRROR_SAMPLE) {
+        if self.mirrored() && proc == Proc::Cpu && !self.batch_timed {
             return None;
         }
         self.clock_for(task)

@@ -122,66 +122,89 @@ impl OclIndex {
         let mut buffers = Vec::new();
         let mut copies = Vec::new();
         let mut kernels = Vec::new();
-        for (ci, start) in (0..n).step_by(chunk).enumerate() {
-            let end = (start + chunk).min(n);
-            let m = end - start;
-            let q = &self.queues[ci % self.queues.len()];
-            let zero_copy = self.zero_copy;
-            let SearchBuffers {
-                sigs: mut bs,
-                los: mut bl,
-                out: bo,
-                cap,
-            } = if zero_copy {
-                // The device reads host memory directly: no copy in.
-                SearchBuffers {
-                    sigs: self.host_input(&sigs[start..end])?,
-                    los: self.host_input(&los[start..end])?,
-                    out: self.scratch(m)?,
-                    cap: 0,
-                }
-            } else {
-                self.search_buffers(m)?
-            };
-            let mm = m as cl_uint;
-            // SAFETY: non-blocking copies from `sigs` and `los` and into `out`, all of which
-            // outlive the `finish` of every queue below; each buffer holds m words; the kernel's
-            // arguments match `search` in index.cl and it guards i < m.
-            unsafe {
-                if !zero_copy {
-                    copies.push(
-                        q.enqueue_write_buffer(&mut bs, CL_NON_BLOCKING, 0, &sigs[start..end], &[])
+        // Every enqueue is inside this closure, so that a failed one waits for those
+        // before it (they read `sigs` and `los` and write `out`) before the call returns.
+        let mut enqueue = || -> Result<(), IndexError> {
+            for (ci, start) in (0..n).step_by(chunk).enumerate() {
+                let end = (start + chunk).min(n);
+                let m = end - start;
+                let q = &self.queues[ci % self.queues.len()];
+                let zero_copy = self.zero_copy;
+                let SearchBuffers {
+                    sigs: mut bs,
+                    los: mut bl,
+                    out: bo,
+                    cap,
+                } = if zero_copy {
+                    // The device reads host memory directly: no copy in.
+                    SearchBuffers {
+                        sigs: self.host_input(&sigs[start..end])?,
+                        los: self.host_input(&los[start..end])?,
+                        out: self.scratch(m)?,
+                        cap: 0,
+                    }
+                } else {
+                    self.search_buffers(m)?
+                };
+                let mm = m as cl_uint;
+                // SAFETY: non-blocking copies from `sigs` and `los` and into `out`, all of which
+                // outlive the `finish` of every queue below; each buffer holds m words; the kernel's
+                // arguments match `search` in index.cl and it guards i < m.
+                unsafe {
+                    if !zero_copy {
+                        copies.push(
+                            q.enqueue_write_buffer(
+                                &mut bs,
+                                CL_NON_BLOCKING,
+                                0,
+                                &sigs[start..end],
+                                &[],
+                            )
                             .map_err(|e| err("copy in", e))?,
+                        );
+                        copies.push(
+                            q.enqueue_write_buffer(
+                                &mut bl,
+                                CL_NON_BLOCKING,
+                                0,
+                                &los[start..end],
+                                &[],
+                            )
+                            .map_err(|e| err("copy in", e))?,
+                        );
+                    }
+                    kernels.push(
+                        ExecuteKernel::new(&self.search)
+                            .set_arg(&self.tables[t])
+                            .set_arg(&bs)
+                            .set_arg(&bl)
+                            .set_arg(&bo)
+                            .set_arg(&mm)
+                            .set_arg(&mask)
+                            .set_global_work_size(Self::global(m))
+                            .set_local_work_size(GROUP)
+                            .enqueue_nd_range(q)
+                            .map_err(|e| err("search", e))?,
                     );
                     copies.push(
-                        q.enqueue_write_buffer(&mut bl, CL_NON_BLOCKING, 0, &los[start..end], &[])
-                            .map_err(|e| err("copy in", e))?,
+                        q.enqueue_read_buffer(&bo, CL_NON_BLOCKING, 0, &mut out[start..end], &[])
+                            .map_err(|e| err("copy out", e))?,
                     );
                 }
-                kernels.push(
-                    ExecuteKernel::new(&self.search)
-                        .set_arg(&self.tables[t])
-                        .set_arg(&bs)
-                        .set_arg(&bl)
-                        .set_arg(&bo)
-                        .set_arg(&mm)
-                        .set_arg(&mask)
-                        .set_global_work_size(Self::global(m))
-                        .set_local_work_size(GROUP)
-                        .enqueue_nd_range(q)
-                        .map_err(|e| err("search", e))?,
-                );
-                copies.push(
-                    q.enqueue_read_buffer(&bo, CL_NON_BLOCKING, 0, &mut out[start..end], &[])
-                        .map_err(|e| err("copy out", e))?,
-                );
+                buffers.push(SearchBuffers {
+                    sigs: bs,
+                    los: bl,
+                    out: bo,
+                    cap,
+                });
             }
-            buffers.push(SearchBuffers {
-                sigs: bs,
-                los: bl,
-                out: bo,
-                cap,
-            });
+            Ok(())
+        };
+        if let Err(e) = enqueue() {
+            for q in &self.queues {
+                let _ = q.finish();
+            }
+            return Err(e);
         }
         between();
         for q in &self.queues {
@@ -205,6 +228,12 @@ impl OclIndex {
         for b in buffers.into_iter().filter(|b| b.cap > 0) {
             if pool.len() < SEARCH_POOL {
                 pool.push(b);
+            } else if let Some(small) = pool.iter_mut().min_by_key(|p| p.cap) {
+                // Larger sets replace smaller ones: a pool of small sets would make every
+                // larger call allocate afresh.
+                if small.cap < b.cap {
+                    *small = b;
+                }
             }
         }
         Ok(())
@@ -219,7 +248,13 @@ impl OclIndex {
             return Ok(pool.swap_remove(i));
         }
         drop(pool);
-        let cap = m.next_power_of_two().max(PIPELINE_CHUNK);
+        // At least a whole chunk of this device's, so that a few sizes cover every call.
+        let chunk = if self.info.is_gpu {
+            GPU_PIPELINE_CHUNK
+        } else {
+            PIPELINE_CHUNK
+        };
+        let cap = m.next_power_of_two().max(chunk);
         Ok(SearchBuffers {
             sigs: self.input(cap)?,
             los: self.input(cap)?,

@@ -133,7 +133,11 @@ impl OclIndex {
                     &[],
                 )
             }
-            .map_err(|e| err("mirror copy", e))?;
+            .map_err(|e| {
+                // The copies already queued read `words`: wait for them before returning.
+                let _ = q.finish();
+                err("mirror copy", e)
+            })?;
             sent += (r.len() * 4) as u64;
         }
         // Searches alternate over both queues: the copies must be done before any starts.
