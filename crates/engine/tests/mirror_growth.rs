@@ -33,9 +33,15 @@ fn a_mirror_grown_past_one_allocation_becomes_a_table_of_its_own_and_loses_nothi
     }
     e.apply_pending();
     let p = &e.partitions()[0];
-    assert!(p.index_report().grows >= 2, "the table did not grow past 8 KiB");
+    assert!(
+        p.index_report().grows >= 2,
+        "the table did not grow past 8 KiB"
+    );
     assert_eq!(p.device_table(), DeviceTable::Own);
-    assert!(p.backend_name().starts_with("opencl:"), "the device was dropped");
+    assert!(
+        p.backend_name().starts_with("opencl:"),
+        "the device was dropped"
+    );
     for chunk in keys.chunks(100) {
         let gets: Vec<Request<'_>> = chunk.iter().map(|k| Request::get(k)).collect();
         let mut out = Responses::default();
