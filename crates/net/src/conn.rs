@@ -175,7 +175,7 @@ impl Conn {
         // Give back memory a burst left behind, down to well under the floor a throttled
         // connection may hold: an idle connection that kept a grown buffer counted against
         // --conn-buffer-mb for good, and enough of them kept every one of them throttled,
-        // unread, for good (regression test in crates/server/tests/reliability.rs).
+        // unread, for good (regression test in crates/server/tests/buffer_limits.rs).
         if self.rbuf.len() > SHRINK_ABOVE && self.rend < 16384 {
             self.rbuf.truncate(16384);
             self.rbuf.shrink_to_fit();

@@ -48,7 +48,7 @@ impl Worker {
     /// Throttled connections go back to `pending` every `THROTTLE_RETRY`, not at once:
     /// handed straight back, they made every pass start again at once, and a worker spun
     /// at 100% while clients that do not read kept all buffers over their limit (a
-    /// hostile probe; regression test in tests/reliability.rs). Returns the time left.
+    /// hostile probe; regression test in tests/buffer_limits.rs). Returns the time left.
     pub(super) fn throttled_due(&mut self, pending: &mut Vec<usize>) -> Option<Duration> {
         if self.throttled.is_empty() {
             self.throttle_due = None;

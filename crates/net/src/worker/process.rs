@@ -54,7 +54,7 @@ impl Worker {
     /// client that does not read its replies gets no more of them (as memcached stops a
     /// connection at a full socket) and every connection holds a fraction of the floor.
     /// Each connection's own mark bounded only that connection: 1000 clients pipelining
-    /// GETs without reading held 2 GB (regression test in tests/reliability.rs).
+    /// GETs without reading held 2 GB (regression test in tests/buffer_limits.rs).
     pub(super) fn output_allowance(&self) -> (usize, usize) {
         let high_water = self.shared.config.output_high_water;
         let held = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);

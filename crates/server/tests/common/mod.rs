@@ -136,6 +136,12 @@ impl Client {
         self.stat(group, name).and_then(|v| v.trim().parse().ok())
     }
 
+    /// The same, where the server must report it.
+    pub fn stat_n(&mut self, group: &str, name: &str) -> u64 {
+        self.stat_u64(group, name)
+            .unwrap_or_else(|| panic!("no STAT {name} in stats {group}"))
+    }
+
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("connect");
         stream
@@ -254,4 +260,48 @@ pub fn engines() -> Vec<&'static str> {
         panic!("HKV_REQUIRE_OPENCL=1 but hkv cannot start on the OpenCL engine");
     }
     e
+}
+
+/// What the server may hold beyond `-m`: code, threads, connection buffers and one pass of
+/// values per worker (docs/reliability.md).
+pub const OVERHEAD: u64 = 96 << 20;
+
+pub fn assert_peak_within(h: &Hkv, limit_mb: u64) {
+    let peak = h.peak_rss();
+    assert!(peak > 0, "no VmHWM");
+    assert!(
+        peak < (limit_mb << 20) + OVERHEAD,
+        "peak RSS {} MiB with -m {limit_mb}",
+        peak >> 20
+    );
+}
+
+/// Reads exactly `n` bytes.
+pub fn read_exact(c: &mut Client, n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    c.stream.read_exact(&mut v).expect("read reply");
+    v
+}
+
+pub fn set_big(c: &mut Client, key: &str, len: usize, fill: u8) -> Vec<u8> {
+    let v = vec![fill; len];
+    c.send(format!("set {key} 0 0 {len}\r\n").as_bytes());
+    c.send(&v);
+    c.send(b"\r\n");
+    assert_eq!(c.read_until(b"\r\n"), "STORED\r\n");
+    v
+}
+
+pub fn value_block(key: &str, v: &[u8]) -> Vec<u8> {
+    let mut b = format!("VALUE {key} 0 {}\r\n", v.len()).into_bytes();
+    b.extend_from_slice(v);
+    b.extend_from_slice(b"\r\n");
+    b
+}
+
+/// The server's `version` reply, without the word.
+pub fn version(h: &Hkv) -> String {
+    let mut c = h.connect();
+    let v = c.call("version\r\n", "\r\n");
+    v.trim().trim_start_matches("VERSION ").to_string()
 }
