@@ -14,6 +14,7 @@ Each server's CPU per operation is read from /proc over each run. The runs are i
 across the servers; the table gives medians and the run-to-run range.
 
     python3 scripts/udp-bench.py [--runs 3] [--seconds 3] [--threads 1] [--only-batched]
+        [--before OTHER_HKV]
 """
 import argparse
 import os
@@ -43,15 +44,15 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def start(server, threads, port):
+def start(server, threads, port, before=None):
     env = dict(os.environ)
     if server == "memcached":
         cmd = ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", str(port),
                "-t", str(threads), "-m", "1024"]
     else:
-        cmd = [HKV, "-l", "127.0.0.1", "-p", str(port), "-U", str(port), "-t", str(threads),
+        cmd = [before if server == "hkv-before" else HKV, "-l", "127.0.0.1", "-p", str(port), "-U", str(port), "-t", str(threads),
                "-m", "1024"]
-        env["HKV_UDP_GSO"] = "1" if server == "hkv-gso" else "0"
+        env["HKV_UDP_GSO"] = "0" if server == "hkv-no-gso" else "1"
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     for _ in range(200):
         try:
@@ -99,8 +100,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--only-batched", action="store_true",
                     help="only the load with batched client calls (--udp-batch 32)")
+    ap.add_argument("--before", metavar="HKV",
+                    help="another hkv build (GSO on) run interleaved with the others, to compare")
     args = ap.parse_args()
     servers = ["hkv-gso", "hkv-no-gso", "memcached"]
+    if args.before:
+        servers.insert(1, "hkv-before")
     loads = [("hkv-bench --udp 8 sockets x 16 in flight", lambda p, pid: hkv_bench(p, pid, args.seconds, 16)),
              ("hkv-bench --udp 8 sockets x 64 in flight", lambda p, pid: hkv_bench(p, pid, args.seconds, 64)),
              ("memcaslap -U 8 conns (1 in flight each)", lambda p, pid: memcaslap(p, pid, args.seconds)),
@@ -116,7 +121,7 @@ def main():
         for _ in range(args.runs):
             for s in servers:
                 port = free_port()
-                p = start(s, args.threads, port)
+                p = start(s, args.threads, port, args.before)
                 try:
                     # hkv-bench preloads its keys over TCP; memcaslap loads its own.
                     got[s].append(load(port, p.pid))
@@ -135,6 +140,9 @@ def main():
                          + (f", {errs} lost" if errs else ""))
         g, m = med["hkv-gso"], med["memcached"]
         ratio = f"{g[0] / max(m[0], 1):.2f}x ops, {g[1] / max(m[1], 1):.2f}x CPU"
+        if args.before:
+            b = med["hkv-before"]
+            ratio += f"; against before {g[0] / max(b[0], 1):.2f}x ops, {g[1] / max(b[1], 1):.2f}x CPU"
         print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
 
 

@@ -86,6 +86,9 @@ pub(crate) struct Worker {
     /// Datagrams to go on with in the next pass (at most UDP_PER_PASS: they count in it).
     udp_carry: Vec<crate::udp::UdpRequest>,
     udp_batch: Option<Box<crate::udp::UdpBatch>>,
+    /// A datagram's reply while it is composed (kept: a datagram's reply is small, and
+    /// shrunk after one that was not).
+    udp_reply: hkv_proto::output::Output,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
     /// Draws the timed passes, one in [`crate::counters::TIME_EVERY`].
@@ -189,6 +192,7 @@ impl Worker {
             exempt_seen: Instant::now(),
             udp_ready: udp.is_some(),
             udp_batch: udp.is_some().then(|| Box::new(crate::udp::UdpBatch::new())),
+            udp_reply: Default::default(),
             udp,
             udp_reqs: Vec::new(),
             udp_carry: Vec::new(),
@@ -498,7 +502,10 @@ impl Worker {
         self.feed_watchers(ready);
         TaskTimes::add(&tasks.rv, t0);
         self.process(ready);
-        self.udp_reqs.clear();
+        match self.udp_batch.as_mut() {
+            Some(batch) => self.udp_reqs.drain(..).for_each(|r| batch.recycle(r)),
+            None => self.udp_reqs.clear(),
+        }
         if !self.udp_carry.is_empty() {
             // Another pass at once, as for a socket with datagrams waiting.
             self.udp_ready = true;

@@ -34,20 +34,33 @@ pub fn frame(d: &[u8]) -> Frame {
 
 /// Splits a reply into datagrams, each with its header.
 pub fn datagrams(id: u16, reply: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    datagrams_into(id, reply, &mut Vec::new(), |d| out.push(d));
+    out
+}
+
+/// [`datagrams`] into buffers taken from `free` (a worker's datagrams of earlier passes,
+/// given back after sending): a reply costs no allocation once the pool is warm.
+pub fn datagrams_into(
+    id: u16,
+    reply: &[u8],
+    free: &mut Vec<Vec<u8>>,
+    mut out: impl FnMut(Vec<u8>),
+) {
     let per = MAX_DATAGRAM - HEADER;
     let n = reply.len().div_ceil(per).max(1);
-    (0..n)
-        .map(|i| {
-            let chunk = &reply[(i * per).min(reply.len())..((i + 1) * per).min(reply.len())];
-            let mut d = Vec::with_capacity(HEADER + chunk.len());
-            d.extend_from_slice(&id.to_be_bytes());
-            d.extend_from_slice(&(i as u16).to_be_bytes());
-            d.extend_from_slice(&(n.min(u16::MAX as usize) as u16).to_be_bytes());
-            d.extend_from_slice(&[0, 0]);
-            d.extend_from_slice(chunk);
-            d
-        })
-        .collect()
+    for i in 0..n {
+        let chunk = &reply[(i * per).min(reply.len())..((i + 1) * per).min(reply.len())];
+        let mut d = free.pop().unwrap_or_default();
+        d.clear();
+        d.reserve(HEADER + chunk.len());
+        d.extend_from_slice(&id.to_be_bytes());
+        d.extend_from_slice(&(i as u16).to_be_bytes());
+        d.extend_from_slice(&(n.min(u16::MAX as usize) as u16).to_be_bytes());
+        d.extend_from_slice(&[0, 0]);
+        d.extend_from_slice(chunk);
+        out(d);
+    }
 }
 
 #[cfg(test)]
@@ -93,5 +106,11 @@ mod tests {
         let joined: Vec<u8> = d.iter().flat_map(|x| x[8..].to_vec()).collect();
         assert_eq!(joined, reply);
         assert_eq!(datagrams(1, b"").len(), 1);
+        // From a pool of used buffers: the same datagrams, none of the old bytes.
+        let mut free = vec![vec![b'?'; 5000], vec![b'!'; 10]];
+        let mut pooled = Vec::new();
+        datagrams_into(9, &reply, &mut free, |x| pooled.push(x));
+        assert_eq!(pooled, d);
+        assert!(free.is_empty());
     }
 }

@@ -326,3 +326,36 @@ fn regression_a_burst_of_gets_past_the_default_socket_buffer_is_answered_whole()
     assert_healthy(&h);
     h.terminate();
 }
+
+#[test]
+fn regression_reused_datagram_buffers_never_carry_an_earlier_reply() {
+    // Request payloads and reply datagrams are kept from pass to pass and reused: a long
+    // reply, then short ones, then long again, each checked whole, must show nothing of the
+    // buffers' earlier contents.
+    let h = Hkv::start(&["--udp-listen", "127.0.0.1:0", "-t", "1"]);
+    let mut c = h.connect();
+    let sizes = [3000usize, 1, 700, 1391, 1392, 2, 4000, 0, 64];
+    for (i, &n) in sizes.iter().enumerate() {
+        let v: String = (0..n)
+            .map(|j| (b'a' + ((i + j) % 26) as u8) as char)
+            .collect();
+        c.expect(&format!("set k{i} {i} 0 {n}\r\n{v}\r\n"), "STORED\r\n");
+    }
+    let s = udp_client(&h);
+    for round in 0..20u16 {
+        for (i, &n) in sizes.iter().enumerate() {
+            let id = round * 16 + i as u16;
+            // Keys padded differently each time, so request payloads vary in length too.
+            let pad = " ".repeat((round as usize * 7 + i) % 40);
+            s.send(&request(id, 0, 1, format!("get{pad} k{i}\r\n").as_bytes()))
+                .unwrap();
+            let v: String = (0..n)
+                .map(|j| (b'a' + ((i + j) % 26) as u8) as char)
+                .collect();
+            let want = format!("VALUE k{i} {i} {n}\r\n{v}\r\nEND\r\n");
+            let (_, got) = reply(&s, id);
+            assert_eq!(String::from_utf8_lossy(&got), want, "round {round} key {i}");
+        }
+    }
+    assert_healthy(&h);
+}

@@ -22,7 +22,7 @@ impl Worker {
         let stats = &self.shared.stats;
         let reqs = &mut self.udp_reqs;
         while reqs.len() < UDP_PER_PASS {
-            let got = batch.receive(sock, |peer, d| {
+            let got = batch.receive(sock, |peer, d, payloads| {
                 stats
                     .bytes_read
                     .fetch_add(d.len() as u64, Ordering::Relaxed);
@@ -34,7 +34,7 @@ impl Worker {
                         reqs.push(crate::udp::UdpRequest {
                             peer,
                             id,
-                            payload: d[payload_at..].to_vec(),
+                            payload: payloads.copy(&d[payload_at..]),
                             reply: Vec::new(),
                         });
                     }

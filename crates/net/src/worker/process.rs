@@ -15,11 +15,14 @@ use crate::sasl::Gate;
 
 use super::{Worker, PASS_ND_BUDGET, PASS_VALUE_BUDGET};
 
-/// What one pass decided for one connection.
+/// Bytes of a datagram's reply buffer kept from pass to pass (16 KiB: a dozen datagrams).
+const UDP_REPLY_KEPT: usize = 16 << 10;
+
 /// The `watch` streams written from a batch's requests and results.
 const STREAMS_OF_A_BATCH: u8 =
     hkv_engine::watch::stream::FETCHERS | hkv_engine::watch::stream::MUTATIONS;
 
+/// What one pass decided for one connection.
 struct Plan {
     token: usize,
     steps: Range<usize>,
@@ -383,7 +386,8 @@ impl Worker {
             c.authed = plan.authed;
         }
         for (r, p) in self.udp_reqs.iter_mut().zip(udp_plans) {
-            let mut reply = hkv_proto::output::Output::default();
+            let reply = &mut self.udp_reply;
+            reply.clear();
             let (mut range, mut unfinished) = (p.steps, p.unfinished);
             let mut goes_on = p.goes_on;
             if let Some(m) = first_deferred(&self.marks[p.marks], &self.responses) {
@@ -398,13 +402,21 @@ impl Worker {
                     &self.responses,
                     &self.shared,
                     now,
-                    &mut reply,
+                    reply,
                     None,
                 );
             }
             // A datagram is built whole: spliced values are copied in.
+            reply.flatten();
+            if r.reply.is_empty() && !goes_on && !unfinished {
+                // The common case: the reply of this pass is the whole reply.
+                if let (Some(batch), false) = (self.udp_batch.as_mut(), reply.is_empty()) {
+                    batch.push_reply(r.peer, r.id, reply);
+                }
+                continue;
+            }
             let mut whole = std::mem::take(&mut r.reply);
-            whole.extend_from_slice(&reply.into_bytes());
+            whole.extend_from_slice(reply);
             if goes_on && whole.len() <= crate::udp::CARRY_REPLY_BYTES {
                 self.udp_carry.push(crate::udp::UdpRequest {
                     peer: r.peer,
@@ -430,10 +442,13 @@ impl Worker {
                 continue;
             }
             if let Some(batch) = self.udp_batch.as_mut() {
-                for dg in crate::udp::datagrams(r.id, &whole) {
-                    batch.out.push((r.peer, dg));
-                }
+                batch.push_reply(r.peer, r.id, &whole);
             }
+        }
+        if self.udp_reply.capacity() > UDP_REPLY_KEPT {
+            // A large multi-get's reply: not kept for the small ones after it.
+            self.udp_reply.clear();
+            self.udp_reply.shrink_to(UDP_REPLY_KEPT);
         }
         if let (Some(sock), Some(batch)) = (self.udp.as_ref(), self.udp_batch.as_mut()) {
             // SD for UDP: every reply of the pass in as few sendmmsg calls as fit.
