@@ -390,3 +390,21 @@ fn an_item_limit_above_half_the_memory_is_refused_as_memcached_does() {
         }
     }
 }
+
+#[test]
+fn lru_commands_are_refused_as_memcached_refuses_them_without_an_lru_maintainer() {
+    // hkv has one CLOCK per class: no segmented queues to switch or tune (docs/protocol.md).
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    for cmd in [
+        "lru mode flat",
+        "lru mode segmented",
+        "lru temp_ttl 60",
+        "lru tune 10 25 0.1 2.0",
+        "lru",
+    ] {
+        c.expect(&format!("{cmd}\r\n"), "ERROR\r\n");
+    }
+    c.expect("mn\r\n", "MN\r\n");
+    assert_healthy(&h);
+}
