@@ -123,15 +123,51 @@ impl Model {
     }
 }
 
-/// The model's reading of a counter, for the values this test writes (digits, spaces,
-/// "<seq>..." runs): memcached's `safe_strtoull` takes the digits up to the first space or the
-/// end, so "9 <5>" (a padded counter with text appended) is 9, and "<5>9" is no number.
+/// The model's reading of a counter, memcached's `safe_strtoull` on the item's value:
+/// `strtoull` skips leading white space, takes a sign and decimal digits, and the value is a
+/// number when what stops it is white space, a NUL or the end ("9 <5>", a padded counter with
+/// text appended, is 9); a '-' is refused where the result reads as negative. The values
+/// this test writes reach all of these: vector adds shift every byte, so digits, signs, NULs
+/// and tabs come out of "<seq>..." runs.
 fn counter(value: &[u8]) -> Option<u64> {
-    let head = value.split(|b| *b == b' ').next()?;
-    if head.is_empty() || !head.iter().all(u8::is_ascii_digit) {
+    let space = |b: u8| b == b' ' || (b'\t'..=b'\r').contains(&b);
+    let mut rest = value;
+    while let [b, tail @ ..] = rest {
+        if !space(*b) {
+            break;
+        }
+        rest = tail;
+    }
+    let negative = rest.first() == Some(&b'-');
+    if let [b'-' | b'+', tail @ ..] = rest {
+        rest = tail;
+    }
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    match rest.get(digits) {
+        _ if digits == 0 => return None,
+        Some(&b) if !space(b) && b != 0 => return None,
+        _ => {}
+    }
+    let n: u64 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    let n = if negative { n.wrapping_neg() } else { n };
+    if negative && (n as i64) < 0 {
         return None;
     }
-    std::str::from_utf8(head).ok()?.parse().ok()
+    Some(n)
+}
+
+#[test]
+fn the_models_counter_reads_values_as_memcached_does() {
+    assert_eq!(counter(b"9 <5>"), Some(9));
+    assert_eq!(counter(b"3\0<7>"), Some(3));
+    assert_eq!(counter(b"+729"), Some(729));
+    assert_eq!(counter(b" \t12\n"), Some(12));
+    assert_eq!(counter(b"-0"), Some(0));
+    assert_eq!(counter(b"-5"), None);
+    assert_eq!(counter(b"<5>9"), None);
+    assert_eq!(counter(b"12a"), None);
+    assert_eq!(counter(b""), None);
+    assert_eq!(counter(b"18446744073709551616"), None);
 }
 
 fn key_bytes(k: u8) -> Vec<u8> {

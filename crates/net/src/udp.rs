@@ -179,7 +179,12 @@ impl UdpBatch {
         }
         sent += self.send_plain(sock, &out, &mut plain);
         let keep = FREE_DATAGRAMS.saturating_sub(self.free.len());
-        self.free.extend(out.drain(..).map(|(_, d)| d).take(keep));
+        self.free.extend(
+            out.drain(..)
+                .map(|(_, d)| d)
+                .filter(|d| d.capacity() <= hkv_proto::udp::MAX_DATAGRAM)
+                .take(keep),
+        );
         out.clear();
         self.out = out;
         sent
@@ -343,6 +348,46 @@ mod tests {
             b.receive(&server, |_, _, _| {}),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock
         ));
+    }
+
+    #[test]
+    fn kept_buffers_stay_within_their_bound_whatever_was_sent() {
+        let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = peer.local_addr().unwrap();
+        let mut b = UdpBatch::new();
+        // Small replies first, then long ones reusing their buffers, several passes.
+        for pass in 0..4 {
+            for i in 0..300usize {
+                let len = if pass % 2 == 0 {
+                    1 + (i * 7) % 1390
+                } else {
+                    700 + i * 37 % 4000
+                };
+                b.push_reply(to, i as u16, &vec![b'x'; len]);
+            }
+            b.flush(&server);
+            assert!(b.free.len() <= FREE_DATAGRAMS);
+            assert!(b
+                .free
+                .iter()
+                .all(|d| d.capacity() <= hkv_proto::udp::MAX_DATAGRAM));
+        }
+        for _ in 0..3 * FREE_PAYLOADS {
+            let big = UdpRequest {
+                peer: to,
+                id: 0,
+                payload: Vec::with_capacity(KEPT_PAYLOAD_BYTES + 1),
+                reply: Vec::with_capacity(100),
+            };
+            b.recycle(big);
+        }
+        assert!(b.payloads.0.len() <= FREE_PAYLOADS);
+        assert!(b
+            .payloads
+            .0
+            .iter()
+            .all(|p| p.capacity() <= KEPT_PAYLOAD_BYTES));
     }
 
     #[test]

@@ -53,7 +53,8 @@ pub fn datagrams_into(
         let chunk = &reply[(i * per).min(reply.len())..((i + 1) * per).min(reply.len())];
         let mut d = free.pop().unwrap_or_default();
         d.clear();
-        d.reserve(HEADER + chunk.len());
+        // Exact: a kept buffer stays a datagram's size (amortised growth would double it).
+        d.reserve_exact(HEADER + chunk.len());
         d.extend_from_slice(&id.to_be_bytes());
         d.extend_from_slice(&(i as u16).to_be_bytes());
         d.extend_from_slice(&(n.min(u16::MAX as usize) as u16).to_be_bytes());

@@ -201,12 +201,12 @@ impl Index {
             let mut mirror = d.is_mirror();
             let moved = if d.is_shared() {
                 // SAFETY: as in `share`: the new table is `self.cpu`'s; the old one is
-                // recycled only below, after the device stopped pointing at it.
+                // recycled by `grow` only after this returns, the device pointing at the new one.
                 unsafe { d.share_host_table(new_table, buckets) }
             } else if mirror {
                 match d.mirror_table(buckets) {
                     // Past one device allocation: the device keeps a table of its own, which
-                    // the inserts below fill.
+                    // `grow`'s inserts fill.
                     Err(IndexError::Size(_)) => {
                         mirror = false;
                         d.resize(buckets)

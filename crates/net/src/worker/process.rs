@@ -446,9 +446,9 @@ impl Worker {
             }
         }
         if self.udp_reply.capacity() > UDP_REPLY_KEPT {
-            // A large multi-get's reply: not kept for the small ones after it.
-            self.udp_reply.clear();
-            self.udp_reply.shrink_to(UDP_REPLY_KEPT);
+            // A large multi-get's reply (its bytes, and the list of its spliced values): not
+            // kept for the small ones after it.
+            self.udp_reply = hkv_proto::output::Output::with_capacity(UDP_REPLY_KEPT);
         }
         if let (Some(sock), Some(batch)) = (self.udp.as_ref(), self.udp_batch.as_mut()) {
             // SD for UDP: every reply of the pass in as few sendmmsg calls as fit.
