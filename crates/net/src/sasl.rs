@@ -121,7 +121,21 @@ pub(crate) enum Verdict {
 /// Runs the gate for one binary request: SASL commands are answered here (PLAIN is checked
 /// at once, so requests pipelined behind an AUTH see its outcome), and anything else on a
 /// connection that has not authenticated gets `Auth failure.` and a hang-up.
+#[inline]
 pub(crate) fn gate_binary(
+    r: &BinRequest<'_>,
+    gate: &mut Gate<'_>,
+    steps: &mut Vec<Step>,
+) -> Verdict {
+    // Without -S and -Y (nearly every server) nothing is gated: decided here, inlined into
+    // the request loop, instead of a call per request (~25 instructions of ~1,600).
+    if gate.users.is_none() && gate.authfile.is_none() {
+        return Verdict::Pass;
+    }
+    gate_binary_authenticating(r, gate, steps)
+}
+
+fn gate_binary_authenticating(
     r: &BinRequest<'_>,
     gate: &mut Gate<'_>,
     steps: &mut Vec<Step>,
