@@ -1,7 +1,7 @@
 //! What several engine test files share.
 #![allow(dead_code)]
 
-use hkv_engine::Backend;
+use hkv_engine::{Backend, Elem};
 
 /// The CPU backend, and the OpenCL one where a device exists (PoCL in CI; with
 /// `HKV_REQUIRE_OPENCL=1` a missing device fails the test instead of skipping it).
@@ -22,4 +22,25 @@ pub fn backends() -> Vec<Backend> {
         );
     }
     b
+}
+
+/// IEEE leaves the payload of a NaN result open (`min` of two NaNs may return either), so
+/// float results compare with every NaN made the same; everything else must be identical.
+pub fn canonical_nans(elem: Elem, mut v: Vec<u8>) -> Vec<u8> {
+    match elem {
+        Elem::F32 => v.chunks_exact_mut(4).for_each(|c| {
+            if f32::from_le_bytes([c[0], c[1], c[2], c[3]]).is_nan() {
+                c.copy_from_slice(&f32::NAN.to_le_bytes());
+            }
+        }),
+        Elem::F64 => v.chunks_exact_mut(8).for_each(|c| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            if f64::from_le_bytes(a).is_nan() {
+                c.copy_from_slice(&f64::NAN.to_le_bytes());
+            }
+        }),
+        _ => {}
+    }
+    v
 }
