@@ -28,7 +28,8 @@ def pair(authfile):
 def converse(server, data, close_ok=False):
     with socket.create_connection(server.addr, timeout=5) as s:
         s.sendall(data)
-        s.settimeout(0.5)
+        # A reply's first byte may be late on a loaded machine; then 0.5 s of silence ends it.
+        s.settimeout(3)
         out = b""
         try:
             while True:
@@ -37,6 +38,7 @@ def converse(server, data, close_ok=False):
                     out += b"<closed>"
                     break
                 out += chunk
+                s.settimeout(0.5)
         except socket.timeout:
             pass
         return out

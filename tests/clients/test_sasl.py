@@ -59,7 +59,8 @@ def hkv_sasl(tmp_path):
 def converse(addr, data):
     with socket.create_connection(addr, timeout=5) as s:
         s.sendall(data)
-        s.settimeout(0.5)
+        # A reply's first byte may be late on a loaded machine; then 0.5 s of silence ends it.
+        s.settimeout(3)
         out = b""
         try:
             while True:
@@ -67,6 +68,7 @@ def converse(addr, data):
                 if not chunk:
                     return out, True
                 out += chunk
+                s.settimeout(0.5)
         except socket.timeout:
             return out, False
 

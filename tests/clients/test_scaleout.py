@@ -52,7 +52,7 @@ def proxy(three, tmp_path):
         "  auto_eject_hosts: true",
         "  server_retry_timeout: 30000",
         "  server_failure_limit: 1",
-        "  timeout: 1000",
+        "  timeout: 5000",
         "  servers:",
     ] + [f"   - 127.0.0.1:{s.port}:1 hkv{i}" for i, s in enumerate(three)]
     conf.write_text("\n".join(lines) + "\n")
@@ -73,7 +73,7 @@ def proxy(three, tmp_path):
 
 
 def test_twemproxy_spreads_reads_back_and_survives_an_instance(three, proxy):
-    c = Client(proxy, connect_timeout=2, timeout=2)
+    c = Client(proxy, connect_timeout=6, timeout=6)
     for k in KEYS:
         assert c.set(k, k.encode() + b"-v1", noreply=False)
     for k in KEYS:
@@ -89,7 +89,7 @@ def test_twemproxy_spreads_reads_back_and_survives_an_instance(three, proxy):
         failures = 0
         for k in KEYS:
             try:
-                c = c if c.sock is not None else Client(proxy, connect_timeout=2, timeout=2)
+                c = c if c.sock is not None else Client(proxy, connect_timeout=6, timeout=6)
                 if not c.set(k, k.encode() + b"-v2", noreply=False):
                     failures += 1
             except Exception:
@@ -105,7 +105,7 @@ def test_twemproxy_spreads_reads_back_and_survives_an_instance(three, proxy):
 
 
 def test_client_side_consistent_hashing(three):
-    hc = HashClient([s.addr for s in three], connect_timeout=1, timeout=1,
+    hc = HashClient([s.addr for s in three], connect_timeout=5, timeout=5,
                     retry_attempts=1, dead_timeout=60, ignore_exc=False)
     for k in KEYS:
         assert hc.set(k, b"v" + k.encode(), noreply=False)

@@ -21,7 +21,8 @@ def pair():
 def converse(server, data):
     with socket.create_connection(server.addr, timeout=5) as s:
         s.sendall(data)
-        s.settimeout(0.4)
+        # A reply's first byte may be late on a loaded machine; then 0.4 s of silence ends it.
+        s.settimeout(3)
         out = b""
         try:
             while True:
@@ -29,6 +30,7 @@ def converse(server, data):
                 if not chunk:
                     break
                 out += chunk
+                s.settimeout(0.4)
         except socket.timeout:
             pass
         return out

@@ -77,7 +77,8 @@ def converse_tls(server, cert, data):
     with socket.create_connection(server.addr, timeout=5) as raw:
         with context(cert).wrap_socket(raw, server_hostname="localhost") as s:
             s.sendall(data)
-            s.settimeout(0.5)
+            # A reply's first byte may be late on a loaded machine; then 0.5 s of silence ends it.
+            s.settimeout(3)
             out = b""
             try:
                 while True:
@@ -85,6 +86,7 @@ def converse_tls(server, cert, data):
                     if not chunk:
                         break
                     out += chunk
+                    s.settimeout(0.5)
             except (socket.timeout, ssl.SSLError):
                 pass
             return out

@@ -136,18 +136,25 @@ def test_watch_arguments_limits_and_stats_as_memcached():
         c, _ = ask(b"get k\r\n")
         line = w.recv(1000)
         assert b"type=item_get key=k status=not_found" in line and b"key=x" not in line
-        c.sendall(b"stats\r\n")
-        time.sleep(0.2)
-        stats = dict(l.split(b" ")[1:3] for l in c.recv(20000).split(b"\r\n") if l.startswith(b"STAT"))
-        assert stats[b"log_watchers"] == b"20"
-        assert int(stats[b"log_watcher_sent"]) >= 20
+        def stats():
+            c.sendall(b"stats\r\n")
+            buf = b""
+            while not buf.endswith(b"END\r\n"):
+                chunk = c.recv(20000)
+                assert chunk, "closed during stats"
+                buf += chunk
+            return dict(l.split(b" ")[1:3] for l in buf.split(b"\r\n") if l.startswith(b"STAT"))
+
+        st = stats()
+        assert st[b"log_watchers"] == b"20"
+        assert int(st[b"log_watcher_sent"]) >= 20
         for s, _ in watchers:
             s.close()
-        time.sleep(0.3)
-        c.sendall(b"stats\r\n")
-        time.sleep(0.2)
-        stats = dict(l.split(b" ")[1:3] for l in c.recv(20000).split(b"\r\n") if l.startswith(b"STAT"))
-        assert stats[b"log_watchers"] == b"0"
+        # The closes reach the workers a little later: wait for them, not a fixed time.
+        deadline = time.time() + 10
+        while stats()[b"log_watchers"] != b"0" and time.time() < deadline:
+            time.sleep(0.05)
+        assert stats()[b"log_watchers"] == b"0"
     finally:
         hkv.stop()
 

@@ -132,14 +132,15 @@ pub(crate) fn admit(shared: &Shared, stream: &mut Stream) -> bool {
 /// accept goes on by itself).
 pub(crate) fn note_starved(shared: &Shared, e: &std::io::Error, pause: Duration) {
     tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
-    shared
-        .stats
-        .listen_disabled_num
-        .fetch_add(1, Ordering::Relaxed);
+    // The time first: whoever sees the count move sees its pause counted too.
     shared
         .stats
         .time_in_listen_disabled_us
         .fetch_add(pause.as_micros() as u64, Ordering::Relaxed);
+    shared
+        .stats
+        .listen_disabled_num
+        .fetch_add(1, Ordering::Relaxed);
 }
 
 fn accept_epoll(mut poll: Poll, mut listeners: Vec<Listener>, d: &Dispatch) {

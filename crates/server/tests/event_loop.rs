@@ -229,6 +229,13 @@ fn gets_in_flight_checked(
         c.send(format!("get big{k}\r\n").as_bytes());
         let _ = c.read_until(b"END\r\n");
     }
+    // A send's pin is released after its last bytes went out (on io_uring, once its
+    // completion is seen), which may come after the reader has them all.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // (`stats` itself takes every partition's lock, which takes released pins back.)
+    while c.stat_u64("hkv", "pinned_items") != Some(0) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(
         c.stat_u64("hkv", "pinned_items"),
         Some(0),

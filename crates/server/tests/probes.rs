@@ -282,7 +282,7 @@ fn probe_conn_limit_plus_200() {
         }
         assert_eq!(refused, 200, "{engine}");
         drop(held);
-        std::thread::sleep(Duration::from_millis(200));
+        common::wait_for_a_free_slot(&h);
         assert_healthy(&h);
     }
 }

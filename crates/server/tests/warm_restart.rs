@@ -132,8 +132,10 @@ fn sigusr1_then_the_same_flags_keep_every_item() {
     // A client writing while the stop comes: every write it saw acknowledged must survive.
     let addr = h.addr;
     let stop = Arc::new(AtomicBool::new(false));
+    let acks = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let writer = {
         let stop = Arc::clone(&stop);
+        let acks = Arc::clone(&acks);
         std::thread::spawn(move || {
             let mut s = TcpStream::connect(addr).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -153,14 +155,23 @@ fn sigusr1_then_the_same_flags_keep_every_item() {
                 }
                 let mut line = String::new();
                 match r.read_line(&mut line) {
-                    Ok(n) if n > 0 && line == "STORED\r\n" => acked.push(k),
+                    Ok(n) if n > 0 && line == "STORED\r\n" => {
+                        acked.push(k);
+                        acks.fetch_add(1, Ordering::Relaxed);
+                    }
                     _ => break,
                 }
             }
             acked
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // The stop comes while writes are going on: after the writer's first acknowledgements,
+    // whenever its thread got going on a loaded machine.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while acks.load(Ordering::Relaxed) < 100 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
     assert!(h.signal("USR1"), "SIGUSR1 did not stop hkv cleanly");
     stop.store(true, Ordering::Relaxed);
     let mut acked = writer.join().unwrap();

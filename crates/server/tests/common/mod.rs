@@ -305,3 +305,42 @@ pub fn version(h: &Hkv) -> String {
     let v = c.call("version\r\n", "\r\n");
     v.trim().trim_start_matches("VERSION ").to_string()
 }
+
+/// Waits until the server admits a connection again after clients at `-c` went away: their
+/// closes reach the workers a little later than the client drops them.
+pub fn wait_for_a_free_slot(h: &Hkv) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = h.connect();
+        // A refused connection gets its error line and is closed, so the write or the read
+        // may fail: that too is a refusal.
+        let _ = c.stream.write_all(b"version\r\n");
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 256];
+        while !got.ends_with(b"\r\n") {
+            match c.stream.read(&mut chunk) {
+                Ok(n) if n > 0 => got.extend_from_slice(&chunk[..n]),
+                _ => break,
+            }
+        }
+        if got.starts_with(b"VERSION ") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no slot came free: {got:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Polls `stats <group>` until `name` satisfies `ok` (10 s at most), and returns its value:
+/// what a test waits for happens on the server's time, not after a fixed sleep.
+pub fn wait_for_stat(c: &mut Client, group: &str, name: &str, ok: impl Fn(u64) -> bool) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v = c.stat_n(group, name);
+        if ok(v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{name} stayed at {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
