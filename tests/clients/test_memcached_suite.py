@@ -110,6 +110,14 @@ def test_memcached_own_suite_passes_on_hkv(harness):
     todo = [name for name in files if name not in DEVIATIONS]
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         results = list(pool.map(lambda name: prove(harness, name), todo))
+    # A file that failed beside two others runs once more alone: the harness gives a server
+    # two seconds to start and picks random ports, which three at a time on a loaded
+    # machine can miss. One that fails alone too fails the test.
+    for i, (name, (result, out)) in enumerate(zip(todo, results)):
+        if result == "FAIL":
+            again = prove(harness, name)
+            print(f"{name}: failed beside others, {again[0]} alone")
+            results[i] = again
     for name, (result, out) in zip(todo, results):
         if result == "FAIL":
             failed.append(f"{name}:\n{out[-3000:]}")
