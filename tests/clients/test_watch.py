@@ -51,6 +51,34 @@ def read_lines(w, settle=0.15, got=b"", ports=None):
     return normalise(text)
 
 
+def read_to_mark(w, c, n, got=b"", ports=None):
+    """The watcher's lines up to the `item_get` of a marker GET sent on `c` (its lines come
+    from the worker that logged everything `c` did before it, so all of them are in), the
+    marker's own line left out. Returns (lines, bytes received after the marker's line)."""
+    mark = f"__mark{n}".encode()
+    c.sendall(b"get " + mark + b"\r\n")
+    reply = b""
+    while not reply.endswith(b"END\r\n"):
+        reply += c.recv(1000)
+    needle = b" key=" + mark + b" "
+    w.settimeout(10)
+    while True:
+        at = got.find(needle)
+        if at >= 0 and got.find(b"\n", at) >= 0:
+            break
+        chunk = w.recv(100000)
+        assert chunk, "the watcher closed"
+        got += chunk
+    end = got.find(b"\n", at) + 1
+    start = got.rfind(b"\n", 0, at) + 1
+    text = got[:start].decode()
+    if ports is not None:
+        text = "\n".join(l for l in text.splitlines()
+                         if "type=conn_" not in l
+                         or any(f" rport={p} " in l for p in ports))
+    return normalise(text), got[end:]
+
+
 def run(server, streams):
     """The watcher's lines after each command (the connection's own events first and last)."""
     w = socket.create_connection(server.addr)
@@ -63,13 +91,17 @@ def run(server, streams):
     assert first.startswith(b"OK\r\n"), first
     c = socket.create_connection(server.addr)
     ports = (w.getsockname()[1], c.getsockname()[1])
-    per_command = [read_lines(w, got=first[4:], ports=ports)]
-    for cmd in COMMANDS:
+    # Each command's lines end at a marker GET's line, not after a fixed time: a line that
+    # came late landed in the next command's share.
+    lines, rest = read_to_mark(w, c, 0, got=first[4:], ports=ports)
+    per_command = [lines]
+    for i, cmd in enumerate(COMMANDS, 1):
         c.sendall(cmd)
         c.recv(10000)
-        per_command.append(read_lines(w, ports=ports))
+        lines, rest = read_to_mark(w, c, i, got=rest, ports=ports)
+        per_command.append(lines)
     c.close()
-    per_command.append(read_lines(w, 0.5, ports=ports))
+    per_command.append(read_lines(w, 0.5, got=rest, ports=ports))
     w.close()
     return per_command
 
