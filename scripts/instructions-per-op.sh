@@ -19,7 +19,7 @@ out=$(mktemp -d)
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out/cg.out" \
   "$bin" -p "$port" -m 256 -t 1 --io epoll >"$out/log" 2>&1 &
 vg=$!
-trap 'kill $vg 2>/dev/null || true; rm -rf "$out"' EXIT
+trap 'kill $vg 2>/dev/null || true; [ -n "${KEEP:-}" ] && cp "$out/cg.out" "$KEEP"; rm -rf "$out"' EXIT
 for _ in $(seq 60); do
   python3 -c "import socket; socket.create_connection(('127.0.0.1',$port))" 2>/dev/null && break
   sleep 1

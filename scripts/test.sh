@@ -91,12 +91,13 @@ HKV_OPENCL_SHARE=0 HKV_REQUIRE_OPENCL=1 cargo test --locked -p hkv-engine --test
 step "unsafe code under Miri"
 # Miri checks the arena's carving and slice handling, the pinned values that sends read
 # from item memory (hkv-types' Pinned, hkv-proto's Output splicing them into replies), and
-# the engine's coarse clocks (a libc call).
+# the engine's coarse clocks (a libc call), and the index's SSE2 bucket probe.
 if rustup +nightly component add miri rust-src >/dev/null 2>&1; then
   MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-mem --locked 2>&1 | tee -a "$results"
   MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-types --lib --locked 2>&1 | tee -a "$results"
   MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-proto --lib --locked output 2>&1 | tee -a "$results"
   MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-engine --lib --locked clock 2>&1 | tee -a "$results"
+  PROPTEST_CASES=32 MIRIFLAGS="-Zmiri-disable-isolation" cargo +nightly miri test -p hkv-index --lib --locked bucket::tests 2>&1 | tee -a "$results"
 else
   echo "Miri is not available here (no nightly toolchain with the miri component); skipped"
 fi

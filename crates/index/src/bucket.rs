@@ -27,14 +27,21 @@ pub struct Bucket {
 const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 
 impl Bucket {
-    /// Bit i set when slot i holds `sig`. Written as a branch-free loop so it vectorises.
+    /// Bit i set when slot i holds `sig`. On x86-64 two SSE2 compares and two mask moves:
+    /// LLVM left the slot-by-slot loop scalar (8 compares, sets, shifts and ors, ~27
+    /// instructions per probe in a callgrind profile of the GET path).
     #[inline(always)]
     pub fn match_mask(&self, sig: u32) -> u32 {
-        let mut m = 0u32;
-        for (i, &s) in self.sigs.iter().enumerate() {
-            m |= ((s == sig) as u32) << i;
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the function needs SSE2, which every x86-64 CPU has (it is part of the
+        // x86-64 baseline that rustc compiles for), so the feature it asks for is present.
+        unsafe {
+            match_mask_sse2(&self.sigs, sig)
         }
-        m
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            match_mask_scalar(&self.sigs, sig)
+        }
     }
 
     #[inline(always)]
@@ -61,9 +68,55 @@ impl Bucket {
     }
 }
 
+/// [`Bucket::match_mask`] with SSE2: the 8 signatures compared 4 at a time, each compare's
+/// lanes moved into 4 bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn match_mask_sse2(sigs: &[u32; SLOTS], sig: u32) -> u32 {
+    use std::arch::x86_64::{
+        _mm_castsi128_ps, _mm_cmpeq_epi32, _mm_movemask_ps, _mm_set1_epi32, _mm_set_epi32,
+    };
+    const _: () = assert!(SLOTS == 8);
+    let s = sigs.map(|x| x as i32);
+    let want = _mm_set1_epi32(sig as i32);
+    let lo = _mm_cmpeq_epi32(_mm_set_epi32(s[3], s[2], s[1], s[0]), want);
+    let hi = _mm_cmpeq_epi32(_mm_set_epi32(s[7], s[6], s[5], s[4]), want);
+    let lo = _mm_movemask_ps(_mm_castsi128_ps(lo)) as u32;
+    let hi = _mm_movemask_ps(_mm_castsi128_ps(hi)) as u32;
+    lo | hi << 4
+}
+
+/// [`Bucket::match_mask`] one slot at a time: where there is no SSE2, and its tests' model.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn match_mask_scalar(sigs: &[u32; SLOTS], sig: u32) -> u32 {
+    let mut m = 0u32;
+    for (i, &s) in sigs.iter().enumerate() {
+        m |= ((s == sig) as u32) << i;
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Signatures drawn from a few values so slots often match, the high bit included
+        /// (the SSE2 compare is on signed lanes).
+        #[test]
+        fn the_match_mask_is_the_slot_by_slot_one(
+            sigs in proptest::array::uniform8(prop_oneof![Just(0u32), Just(7), Just(u32::MAX), Just(0x8000_0000), any::<u32>()]),
+            pick in 0usize..9,
+            other in any::<u32>(),
+        ) {
+            let b = Bucket { sigs, locs: [0; SLOTS] };
+            let sig = sigs.get(pick).copied().unwrap_or(other);
+            prop_assert_eq!(b.match_mask(sig), match_mask_scalar(&sigs, sig));
+            prop_assert_eq!(b.match_mask(EMPTY_SIGNATURE), match_mask_scalar(&sigs, EMPTY_SIGNATURE));
+        }
+    }
 
     #[test]
     fn empty_near_prefers_then_wraps() {
