@@ -23,6 +23,9 @@ use hkv_store::{chunk_sizes, HEADER_BYTES};
 use crate::engine_mode::{engine_mix, make_stream, memory_for, preload, with_mix, Stream, PAGE};
 use crate::workload::{median, Dataset, Dist, Workload};
 use crate::zipf::KeyChooser;
+use noise::noise_floor;
+
+mod noise;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -79,6 +82,23 @@ impl Row {
         median(&mut self.runs.clone())
     }
 
+    /// How far the median of these runs may lie from the placement's true throughput, as a
+    /// share of it: the mean distance of the median of a resample of the runs (all of them,
+    /// with replacement) from the runs' own median. A model that knew the true throughput
+    /// would show about this error against the median, so below it the model's error says
+    /// nothing.
+    fn median_error(&self) -> f64 {
+        noise_floor(&self.runs)
+    }
+
+    /// Tasks this placement puts on the device.
+    fn device_tasks(&self) -> usize {
+        Task::ALL
+            .iter()
+            .filter(|&&t| self.placement.of(t) == Choice::Forced(Proc::Device))
+            .count()
+    }
+
     /// (max - min) / median of the runs.
     fn spread(&self) -> f64 {
         let lo = self.runs.iter().copied().fold(f64::INFINITY, f64::min);
@@ -94,6 +114,10 @@ struct Outcome {
     /// spread of their own measurement: there the model is as close as the machine can tell.
     errors_in_spread: usize,
     startup_errors: Vec<f64>,
+    /// Per placement in `errors`: its runs' noise floor, and its device tasks with the
+    /// model's signed error (predicted - measured, over measured).
+    floors: Vec<f64>,
+    signed: Vec<(usize, f64)>,
     auto_gap: f64,
     within_spread: bool,
 }
@@ -148,6 +172,27 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "model error avg {:.1}% max {:.1}% (placements other than the all-CPU reference)",
         avg * 100.0,
         max * 100.0
+    );
+    let floors: Vec<f64> = outcomes.iter().flat_map(|o| o.floors.clone()).collect();
+    println!(
+        "noise floor (a model that knew each placement's true throughput) avg {:.1}% max {:.1}%",
+        floors.iter().sum::<f64>() / floors.len().max(1) as f64 * 100.0,
+        floors.iter().copied().fold(0.0, f64::max) * 100.0
+    );
+    // A model off in one direction for some kind of placement shows here; noise does not.
+    let signed: Vec<(usize, f64)> = outcomes.iter().flat_map(|o| o.signed.clone()).collect();
+    let by_tasks: Vec<String> = (1..=Task::ALL.len())
+        .filter_map(|d| {
+            let e: Vec<f64> = signed.iter().filter(|s| s.0 == d).map(|s| s.1).collect();
+            (!e.is_empty()).then(|| {
+                let mean = e.iter().sum::<f64>() / e.len() as f64;
+                format!("{d}: {:+.1}% ({})", mean * 100.0, e.len())
+            })
+        })
+        .collect();
+    println!(
+        "model bias (mean signed error) by tasks on the device: {}",
+        by_tasks.join(", ")
     );
     let in_spread_errors: usize = outcomes.iter().map(|o| o.errors_in_spread).sum();
     println!(
@@ -460,6 +505,7 @@ fn workload(
     let mut errors = Vec::new();
     let mut startup_errors = Vec::new();
     let mut errors_in_spread = 0;
+    let (mut floors, mut signed) = (Vec::new(), Vec::new());
     for r in &rows {
         let m = r.median();
         let e = (r.predicted_mops - m).abs() / m;
@@ -470,6 +516,8 @@ fn workload(
             errors.push(e);
             startup_errors.push(e0);
             errors_in_spread += usize::from(e <= r.spread());
+            floors.push(r.median_error());
+            signed.push((r.device_tasks(), (r.predicted_mops - m) / m));
         }
         println!(
             "  {:<62} {:>8.3} {:>8.3} {:>8.3} {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1} {:>8.1}",
@@ -540,6 +588,8 @@ fn workload(
         errors,
         errors_in_spread,
         startup_errors,
+        floors,
+        signed,
         auto_gap: gap,
         within_spread,
     })
