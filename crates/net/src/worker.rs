@@ -95,6 +95,9 @@ pub(crate) struct Worker {
     sampler: hkv_engine::Sampler,
     /// Requests the last pass planned (rounded up): the next pass's starting capacity.
     batch_hint: usize,
+    /// The last pass's request vector, empty, kept for its allocation
+    /// ([`process::recycle`]; at most [`process::KEPT_REQUESTS`] of capacity).
+    spare_batch: Vec<hkv_engine::Request<'static>>,
     /// The pass being run is timed.
     timed: bool,
     /// When the loop last woke (a wait returned): what connections' activity times read
@@ -199,6 +202,7 @@ impl Worker {
             pass_requests: 0,
             sampler: hkv_engine::Sampler::seeded(0x5EED_0000 ^ id as u32),
             batch_hint: 16,
+            spare_batch: Vec::new(),
             timed: false,
             now: Instant::now(),
             io,
