@@ -23,9 +23,9 @@ use hkv_store::{chunk_sizes, HEADER_BYTES};
 use crate::engine_mode::{engine_mix, make_stream, memory_for, preload, with_mix, Stream, PAGE};
 use crate::workload::{median, Dataset, Dist, Workload};
 use crate::zipf::KeyChooser;
-use noise::noise_floor;
+use runs::Row;
 
-mod noise;
+mod runs;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -68,48 +68,6 @@ pub struct Args {
     /// For CI: two workloads, small key set and streams, two runs.
     #[arg(long)]
     quick: bool,
-}
-
-/// A placement's figures in one workload.
-struct Row {
-    placement: Placement,
-    /// Predicted from the start-up calibration and the reference alone, then after the
-    /// device's lines were refitted from service.
-    startup_mops: f64,
-    predicted_mops: f64,
-    runs: Vec<f64>,
-    /// Index time the partition measured, per request, over all runs (ns).
-    index_ns: f64,
-}
-
-impl Row {
-    fn median(&self) -> f64 {
-        median(&mut self.runs.clone())
-    }
-
-    /// How far the median of these runs may lie from the placement's true throughput, as a
-    /// share of it: the mean distance of the median of a resample of the runs (all of them,
-    /// with replacement) from the runs' own median. A model that knew the true throughput
-    /// would show about this error against the median, so below it the model's error says
-    /// nothing.
-    fn median_error(&self) -> f64 {
-        noise_floor(&self.runs)
-    }
-
-    /// Tasks this placement puts on the device.
-    fn device_tasks(&self) -> usize {
-        Task::ALL
-            .iter()
-            .filter(|&&t| self.placement.of(t) == Choice::Forced(Proc::Device))
-            .count()
-    }
-
-    /// (max - min) / median of the runs.
-    fn spread(&self) -> f64 {
-        let lo = self.runs.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = self.runs.iter().copied().fold(0.0, f64::max);
-        (hi - lo) / self.median().max(1e-12)
-    }
 }
 
 /// What a workload contributes to the closing lines.

@@ -1,13 +1,57 @@
-//! How far a placement's measured median may lie from its true throughput on a noisy
-//! machine: the error a perfect model would still show against it (`hkv-bench placement`
-//! prints it beside the model's own).
+//! A placement's measured runs in one workload: their median, their spread, and how far
+//! that median may lie from the true throughput on a noisy machine (the error a perfect
+//! model would still show against it, printed beside the model's own).
+
+use hkv_engine::{Choice, Placement, Proc, Task};
 
 use crate::workload::median;
+
+/// A placement's figures in one workload.
+pub(super) struct Row {
+    pub placement: Placement,
+    /// Predicted from the start-up calibration and the reference alone, then after the
+    /// device's lines were refitted from service.
+    pub startup_mops: f64,
+    pub predicted_mops: f64,
+    pub runs: Vec<f64>,
+    /// Index time the partition measured, per request, over all runs (ns).
+    pub index_ns: f64,
+}
+
+impl Row {
+    pub fn median(&self) -> f64 {
+        median(&mut self.runs.clone())
+    }
+
+    /// How far the median of these runs may lie from the placement's true throughput, as a
+    /// share of it: the mean distance of the median of a resample of the runs (all of them,
+    /// with replacement) from the runs' own median. A model that knew the true throughput
+    /// would show about this error against the median, so below it the model's error says
+    /// nothing.
+    pub fn median_error(&self) -> f64 {
+        noise_floor(&self.runs)
+    }
+
+    /// Tasks this placement puts on the device.
+    pub fn device_tasks(&self) -> usize {
+        Task::ALL
+            .iter()
+            .filter(|&&t| self.placement.of(t) == Choice::Forced(Proc::Device))
+            .count()
+    }
+
+    /// (max - min) / median of the runs.
+    pub fn spread(&self) -> f64 {
+        let lo = self.runs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = self.runs.iter().copied().fold(0.0, f64::max);
+        (hi - lo) / self.median().max(1e-12)
+    }
+}
 
 /// The mean distance, as a share, of the median of a resample of `runs` (as many, with
 /// replacement) from their own median: every resample when there are few runs (3 runs: 27),
 /// else 4096 drawn by a fixed generator.
-pub(super) fn noise_floor(runs: &[f64]) -> f64 {
+fn noise_floor(runs: &[f64]) -> f64 {
     let k = runs.len();
     let m = median(&mut runs.to_vec());
     if k < 2 || m <= 0.0 {
