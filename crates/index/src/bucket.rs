@@ -32,13 +32,11 @@ impl Bucket {
     /// instructions per probe in a callgrind profile of the GET path).
     #[inline(always)]
     pub fn match_mask(&self, sig: u32) -> u32 {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the function needs SSE2, which every x86-64 CPU has (it is part of the
-        // x86-64 baseline that rustc compiles for), so the feature it asks for is present.
-        unsafe {
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+        {
             match_mask_sse2(&self.sigs, sig)
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         {
             match_mask_scalar(&self.sigs, sig)
         }
@@ -69,26 +67,30 @@ impl Bucket {
 }
 
 /// [`Bucket::match_mask`] with SSE2: the 8 signatures compared 4 at a time, each compare's
-/// lanes moved into 4 bits.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse2")]
-#[inline]
+/// lanes (lane i = slot i) moved into 4 bits.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
 fn match_mask_sse2(sigs: &[u32; SLOTS], sig: u32) -> u32 {
     use std::arch::x86_64::{
         _mm_castsi128_ps, _mm_cmpeq_epi32, _mm_movemask_ps, _mm_set1_epi32, _mm_set_epi32,
     };
     const _: () = assert!(SLOTS == 8);
     let s = sigs.map(|x| x as i32);
-    let want = _mm_set1_epi32(sig as i32);
-    let lo = _mm_cmpeq_epi32(_mm_set_epi32(s[3], s[2], s[1], s[0]), want);
-    let hi = _mm_cmpeq_epi32(_mm_set_epi32(s[7], s[6], s[5], s[4]), want);
-    let lo = _mm_movemask_ps(_mm_castsi128_ps(lo)) as u32;
-    let hi = _mm_movemask_ps(_mm_castsi128_ps(hi)) as u32;
-    lo | hi << 4
+    // SAFETY: these intrinsics need SSE2, which this build enables (the cfg above; it is
+    // part of the x86-64 baseline rustc compiles for), and they read no memory: their
+    // operands are the values built here from `sigs`.
+    unsafe {
+        let want = _mm_set1_epi32(sig as i32);
+        let lo = _mm_cmpeq_epi32(_mm_set_epi32(s[3], s[2], s[1], s[0]), want);
+        let hi = _mm_cmpeq_epi32(_mm_set_epi32(s[7], s[6], s[5], s[4]), want);
+        let lo = _mm_movemask_ps(_mm_castsi128_ps(lo)) as u32;
+        let hi = _mm_movemask_ps(_mm_castsi128_ps(hi)) as u32;
+        lo | hi << 4
+    }
 }
 
 /// [`Bucket::match_mask`] one slot at a time: where there is no SSE2, and its tests' model.
-#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
 fn match_mask_scalar(sigs: &[u32; SLOTS], sig: u32) -> u32 {
     let mut m = 0u32;
     for (i, &s) in sigs.iter().enumerate() {
@@ -104,7 +106,7 @@ mod tests {
 
     proptest! {
         /// Signatures drawn from a few values so slots often match, the high bit included
-        /// (the SSE2 compare is on signed lanes).
+        /// (the SSE2 path moves them through `i32` lanes).
         #[test]
         fn the_match_mask_is_the_slot_by_slot_one(
             sigs in proptest::array::uniform8(prop_oneof![Just(0u32), Just(7), Just(u32::MAX), Just(0x8000_0000), any::<u32>()]),

@@ -27,15 +27,18 @@ impl Row {
     /// share of it: the mean distance of the median of a resample of the runs (all of them,
     /// with replacement) from the runs' own median. A model that knew the true throughput
     /// would show about this error against the median, so below it the model's error says
-    /// nothing.
+    /// nothing. With 3 runs it is 7/27 of the spread (resample medians: the lowest run 7
+    /// times in 27, the highest 7, the middle one 13).
     pub fn median_error(&self) -> f64 {
         noise_floor(&self.runs)
     }
 
-    /// Tasks this placement puts on the device.
-    pub fn device_tasks(&self) -> usize {
+    /// Tasks this placement puts on the device, of those not in `idle` (the workload has
+    /// no batches of them).
+    pub fn device_tasks(&self, idle: &[Task]) -> usize {
         Task::ALL
             .iter()
+            .filter(|&&t| !idle.contains(&t))
             .filter(|&&t| self.placement.of(t) == Choice::Forced(Proc::Device))
             .count()
     }
