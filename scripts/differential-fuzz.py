@@ -146,7 +146,9 @@ def value_cmd(rng, verb, key):
 
 
 def meta_flags(rng, pool):
-    return b"".join(b" " + rng.choice(pool) for _ in range(rng.randint(0, 4)))
+    # Now and then around memcached's limit on a line's tokens (ms takes a flag fewer).
+    n = rng.randint(15, 19) if rng.random() < 0.05 else rng.randint(0, 4)
+    return b"".join(b" " + rng.choice(pool) for _ in range(n))
 
 
 def command(rng, keys):
@@ -458,12 +460,15 @@ def main():
             cmds = bin_script(rng) if BINARY else script(rng)
             if UDP and not BINARY:
                 cmds = [c for c in cmds if whole_data_block(c)] or [b"mn\r\n"]
-            if not differs(cmds, hkv_port, mc_port):
+            first = differs(cmds, hkv_port, mc_port)
+            if not first:
                 continue
-            cmds = shrink(cmds, hkv_port, mc_port)
-            a, b = differs(cmds, hkv_port, mc_port) or (b"", b"")
+            shrunk = shrink(cmds, hkv_port, mc_port)
+            again = differs(shrunk, hkv_port, mc_port)
+            # A difference that does not come back (a timing one) is shown as first seen.
+            (a, b), cmds, how = (again, shrunk, "differs") if again else (first, cmds, "differed once")
             found += 1
-            print(f"--- script {n} (seed {args.seed}) differs:\n{b''.join(cmds)!r}")
+            print(f"--- script {n} (seed {args.seed}) {how}:\n{b''.join(cmds)!r}")
             print(f"    hkv:       {a!r}\n    memcached: {b!r}")
             if found >= args.stop_after:
                 break

@@ -367,3 +367,90 @@ fn regression_a_bad_meta_value_does_not_stop_the_flag_scan() {
         "CLIENT_ERROR bad command line format"
     );
 }
+
+fn flags(n: usize) -> String {
+    // Distinct flags that are valid on every meta command.
+    let all = [
+        "k", "s", "t", "c", "f", "v", "h", "l", "u", "P", "L", "b", "q", "O1", "I", "x", "T1",
+    ];
+    all[..n].join(" ")
+}
+
+#[test]
+fn regression_ms_takes_one_flag_fewer_than_the_other_meta_commands() {
+    // memcached 1.6 counts a meta line's tokens against 20 (with the empty one its
+    // tokenizer ends on): mg, md and ma take 17 flags, ms, with its length, 16. Found
+    // side by side with memcached 1.6.18.
+    let n = 16;
+    for cmd in ["mg k", "md k", "ma k"] {
+        let line = format!("{cmd} {}\r\n", flags(n + 1));
+        assert!(
+            matches!(p(line.as_bytes()), Parsed::Command { .. }),
+            "{line}"
+        );
+        let too_many = format!("{cmd} {} D1\r\n", flags(n + 1));
+        let want = if cmd == "mg k" {
+            "CLIENT_ERROR options flags are too long"
+        } else {
+            "CLIENT_ERROR options flags too long"
+        };
+        assert_eq!(err(too_many.as_bytes()), want);
+    }
+    let ok = format!("ms k 2 {}\r\nhi\r\n", flags(n));
+    assert!(matches!(p(ok.as_bytes()), Parsed::Command { .. }), "{ok}");
+    // Refused before the data block, which memcached then reads as a command line.
+    let refused = format!("ms k 2 {}\r\nhi\r\n", flags(n + 1));
+    match p(refused.as_bytes()) {
+        Parsed::Error {
+            error,
+            len,
+            swallow,
+            ..
+        } => {
+            assert_eq!(error, "CLIENT_ERROR options flags too long");
+            assert_eq!(
+                (len + swallow, &refused.as_bytes()[len..]),
+                (len, &b"hi\r\n"[..])
+            );
+        }
+        other => panic!("{other:?}"),
+    };
+}
+
+#[test]
+fn regression_ms_counts_its_flags_before_it_reads_its_length() {
+    // Found by scripts/differential-fuzz.py against memcached 1.6.18: a bad length on a
+    // line with too many flags is refused for the flags; a key too long, for the key.
+    let many = flags(17);
+    for len in ["x", "-1", "99999999999"] {
+        let line = format!("ms k {len} {many}\r\nx\r\n");
+        assert_eq!(err(line.as_bytes()), "CLIENT_ERROR options flags too long");
+    }
+    let long_key = format!("ms {} 1 {many}\r\nx\r\n", "k".repeat(251));
+    assert_eq!(
+        err(long_key.as_bytes()),
+        "CLIENT_ERROR bad command line format"
+    );
+    assert_eq!(err(b"ms k\r\n"), "CLIENT_ERROR bad command line format");
+}
+
+#[test]
+fn a_meta_line_of_many_tokens_is_refused_for_its_flag_count() {
+    // More tokens than a valid line can have: the count alone decides.
+    let many = (0..40)
+        .map(|i| format!("O{i}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert_eq!(
+        err(format!("mg k {many}\r\n").as_bytes()),
+        "CLIENT_ERROR options flags are too long"
+    );
+    assert_eq!(
+        err(format!("md k {many}\r\n").as_bytes()),
+        "CLIENT_ERROR options flags too long"
+    );
+    assert_eq!(
+        err(format!("ms k 1 {many}\r\nx\r\n").as_bytes()),
+        "CLIENT_ERROR options flags too long"
+    );
+}
