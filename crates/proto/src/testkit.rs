@@ -110,7 +110,7 @@ pub(crate) fn serve_text(model: &mut Model, input: &[u8]) -> Vec<u8> {
                 pos += len;
             }
             Parsed::Command { cmd, len } => {
-                plan_command(cmd, input, &keys, &mut batch, &mut steps, &mut close);
+                plan_command(&cmd, input, &keys, &mut batch, &mut steps, &mut close);
                 pos += len;
             }
         }

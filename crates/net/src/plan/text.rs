@@ -62,7 +62,7 @@ pub(super) fn plan_text<'a>(
                 Command::Get { keys, cas } => (keys, *cas, None),
                 Command::Gat { exptime, keys, cas } => (keys, *cas, Some(*exptime)),
                 _ => {
-                    let barrier = plan_command(cmd, buf, keys, batch, steps, &mut end.close);
+                    let barrier = plan_command(&cmd, buf, keys, batch, steps, &mut end.close);
                     if barrier && !end.close {
                         end.more = true;
                     }

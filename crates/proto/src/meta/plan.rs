@@ -13,7 +13,7 @@ use crate::text::{decode_key, MetaCmd, MetaFlags};
 
 /// Plans one meta command. Always returns false (no barrier).
 pub fn plan_meta<'a>(
-    m: MetaCmd<'a>,
+    m: &MetaCmd<'a>,
     buf: &'a [u8],
     keys: &'a Bump,
     batch: &mut Vec<Request<'a>>,
@@ -36,7 +36,7 @@ pub fn plan_meta<'a>(
             None => Err(BAD_KEY),
         }
     };
-    let (kind, token, f) = match &m {
+    let (kind, token, f) = match m {
         MetaCmd::Noop => {
             steps.push(Step::Meta(MetaStep::Noop));
             return false;
@@ -62,10 +62,10 @@ pub fn plan_meta<'a>(
             }
             return false;
         }
-        MetaCmd::Get { key, flags } => (MetaKind::Get, *key, *flags),
-        MetaCmd::Set { key, flags, .. } => (MetaKind::Set, *key, *flags),
-        MetaCmd::Delete { key, flags } => (MetaKind::Delete, *key, *flags),
-        MetaCmd::Arith { key, flags } => (MetaKind::Arith, *key, *flags),
+        MetaCmd::Get { key, flags } => (MetaKind::Get, *key, flags),
+        MetaCmd::Set { key, flags, .. } => (MetaKind::Set, *key, flags),
+        MetaCmd::Delete { key, flags } => (MetaKind::Delete, *key, flags),
+        MetaCmd::Arith { key, flags } => (MetaKind::Arith, *key, flags),
     };
     let key = match engine_key(token, f.base64) {
         Ok(k) => k,
@@ -97,7 +97,7 @@ pub fn plan_meta<'a>(
             echo.ret_len += 1;
         }
     }
-    let req = match plan_request(&m, key, &f) {
+    let req = match plan_request(m, key, f) {
         Ok(r) => r,
         Err(e) => {
             steps.push(Step::Text(e));

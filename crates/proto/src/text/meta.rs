@@ -109,9 +109,24 @@ const META_FLAG_BITS: u128 = letter_bits(META_FLAG_LETTERS);
 /// The letters that ask for something back, echoed in request order.
 const RETURN_FLAG_BITS: u128 = letter_bits(b"cfhklOst");
 
-fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
-    use hkv_types::flag_order;
-    let mut f = MetaFlags::default();
+/// The [`flag_order`](hkv_types::flag_order) bits `letter` adds, given the letters `seen`
+/// before it. Duplicates are refused, so each letter comes once: whichever of a pair comes
+/// second finds the other seen.
+fn order_bits(letter: u8, seen: u128) -> u8 {
+    use hkv_types::flag_order::*;
+    let before = |l: u8, bit: u8| if seen & (1u128 << l) != 0 { bit } else { 0 };
+    match letter {
+        b'T' => {
+            before(b'N', T_AFTER_N) | before(b't', SHOWN_BEFORE_T) | before(b'R', RECACHE_BEFORE_T)
+        }
+        b'N' => before(b't', SHOWN_BEFORE_N),
+        _ => 0,
+    }
+}
+
+/// Reads `tokens` into `f` (filled in place: moving the ~170-byte flags out and back was a
+/// memcpy per request).
+fn preparse<'a>(tokens: &[&'a [u8]], f: &mut MetaFlags<'a>) -> Result<(), &'static str> {
     let mut seen = 0u128;
     let mut pending: Option<&'static str> = None;
     for t in tokens {
@@ -121,20 +136,8 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
         if letter >= 127 || seen & bit != 0 {
             return Err(crate::errors::meta::DUPLICATE_FLAG);
         }
+        f.order |= order_bits(letter, seen);
         seen |= bit;
-        // Duplicates are refused above, so each letter comes once: whichever of a pair
-        // comes second finds the other seen.
-        let before = |l: u8| seen & (1u128 << l) != 0;
-        for (later, earlier, bit) in [
-            (b'T', b'N', flag_order::T_AFTER_N),
-            (b'T', b't', flag_order::SHOWN_BEFORE_T),
-            (b'N', b't', flag_order::SHOWN_BEFORE_N),
-            (b'T', b'R', flag_order::RECACHE_BEFORE_T),
-        ] {
-            if letter == later && before(earlier) {
-                f.order |= bit;
-            }
-        }
         if META_FLAG_BITS & bit == 0 {
             return Err(crate::errors::meta::INVALID_FLAG);
         }
@@ -196,7 +199,7 @@ fn preparse<'a>(tokens: &[&'a [u8]]) -> Result<MetaFlags<'a>, &'static str> {
     }
     match pending {
         Some(e) => Err(e),
-        None => Ok(f),
+        None => Ok(()),
     }
 }
 
@@ -206,7 +209,8 @@ fn flags_of<'a>(
     cmd: &[u8],
     tokens: &[&'a [u8]],
     count: usize,
-) -> Result<MetaFlags<'a>, &'static str> {
+    flags: &mut MetaFlags<'a>,
+) -> Result<(), &'static str> {
     if count > MAX_FLAGS {
         return Err(if cmd == b"mg" {
             crate::errors::meta::MG_TOO_MANY_FLAGS
@@ -214,7 +218,7 @@ fn flags_of<'a>(
             crate::errors::meta::TOO_MANY_FLAGS
         });
     }
-    let flags = preparse(tokens).map_err(|e| {
+    preparse(tokens, flags).map_err(|e| {
         if cmd == b"md" || cmd == b"ma" {
             crate::errors::meta::INVALID_OR_DUPLICATE
         } else {
@@ -224,7 +228,7 @@ fn flags_of<'a>(
     if flags.opaque.is_some_and(|o| o.len() + 1 > 32) {
         return Err(crate::errors::meta::OPAQUE_TOO_LONG);
     }
-    Ok(flags)
+    Ok(())
 }
 
 /// Parses a meta command whose line is `line` (without the line ending) and whose line
@@ -271,10 +275,10 @@ pub(crate) fn parse<'a>(
             if key.len() > crate::MAX_KEY_LEN {
                 return bad_format(line_len);
             }
-            let flags = match flags_of(name, &tokens[2..], n - 2) {
-                Ok(f) => f,
-                Err(e) => return Parsed::error(e, line_len),
-            };
+            let mut flags = MetaFlags::default();
+            if let Err(e) = flags_of(name, &tokens[2..], n - 2, &mut flags) {
+                return Parsed::error(e, line_len);
+            }
             let m = match name {
                 b"mg" => MetaCmd::Get { key, flags },
                 b"md" => MetaCmd::Delete { key, flags },
@@ -308,10 +312,10 @@ pub(crate) fn parse<'a>(
                 close: false,
                 unlink,
             };
-            let flags = match flags_of(name, &tokens[3..], n - 3) {
-                Ok(f) => f,
-                Err(e) => return refuse(e, None),
-            };
+            let mut flags = MetaFlags::default();
+            if let Err(e) = flags_of(name, &tokens[3..], n - 3, &mut flags) {
+                return refuse(e, None);
+            }
             // memcached checks the mode before the size or the data block.
             if flags.mode.is_some_and(|m| !b"SERAP".contains(&m)) {
                 return refuse(crate::errors::meta::MS_MODE, None);
