@@ -90,22 +90,14 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         return super::meta::parse(buf, line, line_len, limits);
     }
     // Tokens on the stack (memcached's MAX_TOKENS is 24); a longer line, a multi-key get,
-    // spills to the heap. A Vec per line was a tenth of a text GET.
-    let mut fixed: [&'a [u8]; MAX_TOKENS] = [&[]; MAX_TOKENS];
-    let mut spill: Vec<&'a [u8]> = Vec::new();
-    let mut n = 0;
+    // spills to the heap. A Vec per line was a tenth of a text GET. Pushed in place: a
+    // zeroed array was ~50 instructions a line, a collected SmallVec a memcpy moving it.
+    let mut tokens: smallvec::SmallVec<[&'a [u8]; MAX_TOKENS]> = smallvec::SmallVec::new();
     for t in split(line) {
-        if n < MAX_TOKENS {
-            fixed[n] = t;
-        } else {
-            if spill.is_empty() {
-                spill.extend_from_slice(&fixed);
-            }
-            spill.push(t);
-        }
-        n += 1;
+        tokens.push(t);
     }
-    let tokens: &[&'a [u8]] = if n <= MAX_TOKENS { &fixed[..n] } else { &spill };
+    let n = tokens.len();
+    let tokens: &[&'a [u8]] = &tokens;
     let cmd = |cmd: Command<'a>| Parsed::Command { cmd, len: line_len };
     let noreply_at = |i: usize| tokens.get(i) == Some(&&b"noreply"[..]);
     match name {
