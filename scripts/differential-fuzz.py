@@ -145,7 +145,12 @@ def value_cmd(rng, verb, key):
     return b" ".join(parts) + b"\r\n" + data + b"\r\n"
 
 
+# Opaques either side of memcached's 31-character limit.
+OPAQUES = [b"O" + b"o" * 30, b"O" + b"o" * 31, b"O" + b"o" * 32]
+
+
 def meta_flags(rng, pool):
+    pool = pool + OPAQUES if rng.random() < 0.1 else pool
     # Now and then around memcached's limit on a line's tokens (ms takes a flag fewer).
     n = rng.randint(15, 19) if rng.random() < 0.05 else rng.randint(0, 4)
     return b"".join(b" " + rng.choice(pool) for _ in range(n))
