@@ -318,6 +318,10 @@ def bin_command(rng, keys, opaque):
         bin_req(0x00, key, b"", b"val", opaque),
         bin_req(0x01, b"", struct.pack(">II", 0, 0), b"v", opaque),
         bin_req(0x04, key, b"\0\0\0\0", b"", opaque),
+        # Keys either side of 250 bytes.
+        bin_req(0x00, b"k" * 250, b"", b"", opaque),
+        bin_req(0x0C, b"k" * 251, b"", b"", opaque),
+        bin_req(0x01, b"k" * 251, struct.pack(">II", 0, 0), b"v", opaque),
     ])
 
 
