@@ -151,6 +151,8 @@ OPAQUES = [b"O" + b"o" * 30, b"O" + b"o" * 31, b"O" + b"o" * 32]
 
 def meta_flags(rng, pool):
     pool = pool + OPAQUES if rng.random() < 0.1 else pool
+    # `b` on these keys (not base64): where the decoding error stands among the others.
+    pool = pool + [b"b"] if rng.random() < 0.1 else pool
     # Now and then around memcached's limit on a line's tokens (ms takes a flag fewer).
     n = rng.randint(15, 19) if rng.random() < 0.05 else rng.randint(0, 4)
     return b"".join(b" " + rng.choice(pool) for _ in range(n))

@@ -371,7 +371,7 @@ fn regression_a_bad_meta_value_does_not_stop_the_flag_scan() {
 fn flags(n: usize) -> String {
     // Distinct flags that are valid on every meta command.
     let all = [
-        "k", "s", "t", "c", "f", "v", "h", "l", "u", "P", "L", "b", "q", "O1", "I", "x", "T1",
+        "k", "s", "t", "c", "f", "v", "h", "l", "u", "P", "L", "R1", "q", "O1", "I", "x", "T1",
     ];
     all[..n].join(" ")
 }
@@ -432,6 +432,55 @@ fn regression_ms_counts_its_flags_before_it_reads_its_length() {
         "CLIENT_ERROR bad command line format"
     );
     assert_eq!(err(b"ms k\r\n"), "CLIENT_ERROR bad command line format");
+}
+
+#[test]
+fn regression_a_bad_mode_is_refused_before_a_long_opaque() {
+    // Found by scripts/differential-fuzz.py's long opaques, against memcached 1.6.18: ms and
+    // ma check their mode first; a value too large for -I comes after the opaque.
+    let opaque = format!("O{}", "o".repeat(32));
+    let ms = format!("ms k 1 {opaque} MX\r\nx\r\n");
+    assert_eq!(
+        err(ms.as_bytes()),
+        "CLIENT_ERROR invalid mode for ms M token"
+    );
+    let ma = format!("ma k MX {opaque}\r\n");
+    assert_eq!(
+        err(ma.as_bytes()),
+        "CLIENT_ERROR invalid mode for ma M token"
+    );
+    for line in [
+        format!("ms k 1 {opaque}\r\nx\r\n"),
+        format!("ma k MI {opaque}\r\n"),
+    ] {
+        assert_eq!(err(line.as_bytes()), "CLIENT_ERROR opaque token too long");
+    }
+    let big = format!("ms k 2000000 {opaque}\r\n");
+    assert_eq!(err(big.as_bytes()), "CLIENT_ERROR opaque token too long");
+}
+
+#[test]
+fn regression_a_base64_key_is_decoded_where_its_flag_stands() {
+    // Found side by side with memcached 1.6.18: the key is decoded as preparse meets `b`,
+    // so a key that does not decode is an error of the flag scan (md and ma word every one
+    // of those alike), a later bad value replaces it, and it comes before a bad mode.
+    assert_eq!(err(b"mg !!! Nx b\r\n"), "CLIENT_ERROR error decoding key");
+    assert_eq!(
+        err(b"mg !!! b Nx\r\n"),
+        "CLIENT_ERROR bad token in command line format"
+    );
+    assert_eq!(
+        err(b"ms !!! 1 Cx b\r\nx\r\n"),
+        "CLIENT_ERROR error decoding key"
+    );
+    assert_eq!(
+        err(b"ms !!! 1 b MX\r\nx\r\n"),
+        "CLIENT_ERROR error decoding key"
+    );
+    for line in [&b"md !!! b\r\n"[..], b"ma !!! b MX\r\n"] {
+        assert_eq!(err(line), "CLIENT_ERROR invalid or duplicate flag");
+    }
+    assert!(matches!(p(b"mg Zm9v b v\r\n"), Parsed::Command { .. }));
 }
 
 #[test]

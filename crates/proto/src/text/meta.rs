@@ -16,8 +16,8 @@ const MAX_FLAGS: usize = 17;
 /// `ms`, with its length before its flags, takes one flag fewer than the others.
 const MS_MAX_FLAGS: usize = MAX_FLAGS - 1;
 /// The most tokens a meta line that is not refused for its flag count has: `ms`, its key,
-/// its length and its flags.
-const MAX_TOKENS: usize = 3 + MAX_FLAGS;
+/// its length and 16 flags, or `mg`, its key and 17.
+const MAX_TOKENS: usize = 3 + MS_MAX_FLAGS;
 
 /// A meta command's flags, parsed once (memcached's `struct _meta_flags`). Which of them a
 /// command acts on is the planner's business; memcached accepts every letter on every
@@ -124,9 +124,13 @@ fn order_bits(letter: u8, seen: u128) -> u8 {
     }
 }
 
-/// Reads `tokens` into `f` (filled in place: moving the ~170-byte flags out and back was a
-/// memcpy per request).
-fn preparse<'a>(tokens: &[&'a [u8]], f: &mut MetaFlags<'a>) -> Result<(), &'static str> {
+/// Reads `tokens`, the flags of a line whose key is `key`, into `f` (filled in place:
+/// moving the ~170-byte flags out and back was a memcpy per request).
+fn preparse<'a>(
+    key: &[u8],
+    tokens: &[&'a [u8]],
+    f: &mut MetaFlags<'a>,
+) -> Result<(), &'static str> {
     let mut seen = 0u128;
     let mut pending: Option<&'static str> = None;
     for t in tokens {
@@ -183,7 +187,13 @@ fn preparse<'a>(tokens: &[&'a [u8]], f: &mut MetaFlags<'a>) -> Result<(), &'stat
                 None => pending = Some(crate::errors::meta::BAD_DELTA),
             },
             b'O' => f.opaque = Some(value),
-            b'b' => f.base64 = true,
+            // memcached decodes the key where it meets `b`, as a value of the flag.
+            b'b' => {
+                f.base64 = true;
+                if decode_key(key, &mut [0; crate::MAX_KEY_LEN]).is_none() {
+                    pending = Some(crate::errors::meta::BAD_KEY);
+                }
+            }
             b'I' => f.invalidate = true,
             b'q' => f.quiet = true,
             b'u' => f.no_bump = true,
@@ -207,6 +217,7 @@ fn preparse<'a>(tokens: &[&'a [u8]], f: &mut MetaFlags<'a>) -> Result<(), &'stat
 /// `tokens` are the line's flags as kept, `count` how many the line has.
 fn flags_of<'a>(
     cmd: &[u8],
+    key: &[u8],
     tokens: &[&'a [u8]],
     count: usize,
     flags: &mut MetaFlags<'a>,
@@ -218,13 +229,20 @@ fn flags_of<'a>(
             crate::errors::meta::TOO_MANY_FLAGS
         });
     }
-    preparse(tokens, flags).map_err(|e| {
+    preparse(key, tokens, flags).map_err(|e| {
         if cmd == b"md" || cmd == b"ma" {
             crate::errors::meta::INVALID_OR_DUPLICATE
         } else {
             e
         }
     })?;
+    // memcached checks ms's and ma's mode before the opaque's length (and before the size
+    // or the data block).
+    match (cmd, flags.mode) {
+        (b"ms", Some(m)) if !b"SERAP".contains(&m) => return Err(crate::errors::meta::MS_MODE),
+        (b"ma", Some(m)) if !b"I+D-".contains(&m) => return Err(crate::errors::meta::MA_MODE),
+        _ => {}
+    }
     if flags.opaque.is_some_and(|o| o.len() + 1 > 32) {
         return Err(crate::errors::meta::OPAQUE_TOO_LONG);
     }
@@ -276,7 +294,7 @@ pub(crate) fn parse<'a>(
                 return bad_format(line_len);
             }
             let mut flags = MetaFlags::default();
-            if let Err(e) = flags_of(name, &tokens[2..], n - 2, &mut flags) {
+            if let Err(e) = flags_of(name, key, &tokens[2..], n - 2, &mut flags) {
                 return Parsed::error(e, line_len);
             }
             let m = match name {
@@ -313,12 +331,8 @@ pub(crate) fn parse<'a>(
                 unlink,
             };
             let mut flags = MetaFlags::default();
-            if let Err(e) = flags_of(name, &tokens[3..], n - 3, &mut flags) {
+            if let Err(e) = flags_of(name, key, &tokens[3..], n - 3, &mut flags) {
                 return refuse(e, None);
-            }
-            // memcached checks the mode before the size or the data block.
-            if flags.mode.is_some_and(|m| !b"SERAP".contains(&m)) {
-                return refuse(crate::errors::meta::MS_MODE, None);
             }
             if vlen > limits.max_item_size {
                 return refuse(TOO_LARGE, Some(key));
