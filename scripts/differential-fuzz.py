@@ -13,7 +13,8 @@ connection to each server, followed by `quit`. A script whose replies differ is 
 (commands dropped while the difference stays) and printed with both replies; the exit
 status is the number of differing scripts found (at most --stop-after). Commands whose
 answers depend on time, on the servers' own choices (stats, slab sizes, versions) or on
-memcached bugs hkv does not copy are left out.
+memcached bugs hkv does not copy are left out. A seed gives the same scripts only with the
+generator of the same commit.
 """
 import argparse
 import os
