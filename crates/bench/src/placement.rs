@@ -81,6 +81,8 @@ fn share(s: &str) -> Result<f64, String> {
 /// What a workload contributes to the closing lines.
 struct Outcome {
     errors: Vec<f64>,
+    /// The same placements' errors with each run predicted just before it ran.
+    online_errors: Vec<f64>,
     /// Of the placements in `errors`, those whose error is no larger than the run-to-run
     /// spread of their own measurement: there the model is as close as the machine can tell.
     errors_in_spread: usize,
@@ -143,6 +145,15 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
         "model error avg {:.1}% max {:.1}% (placements other than the all-CPU reference)",
         avg * 100.0,
         max * 100.0
+    );
+    let online: Vec<f64> = outcomes
+        .iter()
+        .flat_map(|o| o.online_errors.clone())
+        .collect();
+    println!(
+        "model error, each run predicted just before it: avg {:.1}% max {:.1}%",
+        online.iter().sum::<f64>() / online.len().max(1) as f64 * 100.0,
+        online.iter().copied().fold(0.0, f64::max) * 100.0
     );
     let floors: Vec<f64> = outcomes.iter().flat_map(|o| o.floors.clone()).collect();
     println!(
@@ -213,6 +224,15 @@ fn read_groups(stream: &Stream, batch: usize, limit: usize) -> u64 {
         }
     }
     groups
+}
+
+/// The placement with the highest predicted throughput.
+fn rows_pick(placements: &[Placement], predict: impl Fn(&Placement) -> f64) -> Option<Placement> {
+    placements
+        .iter()
+        .map(|pl| (*pl, predict(pl)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(pl, _)| pl)
 }
 
 /// Seconds for one pass of the stream.
@@ -322,8 +342,9 @@ fn workload(
             }
         })
         .collect();
-    let predict = |p: &Partition, pl: &Placement| -> f64 {
-        let mut ns = rest_ns * n;
+    // `rest`: time per request outside the index tasks, as last measured without a device.
+    let predict = |p: &Partition, pl: &Placement, rest: f64| -> f64 {
+        let mut ns = rest * n;
         let mut device_ns = 0.0;
         for t in Task::ALL {
             let Choice::Forced(proc) = pl.of(t) else {
@@ -389,7 +410,10 @@ fn workload(
             .join("; ")
     };
     let lines_startup = lines(p);
-    let startup: Vec<f64> = placements.iter().map(|pl| predict(p, pl)).collect();
+    let startup: Vec<f64> = placements
+        .iter()
+        .map(|pl| predict(p, pl, rest_ns))
+        .collect();
     // Online correction, as in service: a pass per task (`--correction`) with that task
     // alone on the device refits the device's lines from real batches (the reference refitted the
     // CPU's), as `auto` learns them in service, where it tries one task on the other
@@ -420,7 +444,8 @@ fn workload(
         .map(|(pl, &s)| Row {
             placement: *pl,
             startup_mops: s,
-            predicted_mops: predict(p, pl),
+            predicted_mops: predict(p, pl, rest_ns),
+            online: Vec::new(),
             runs: Vec::new(),
             index_ns: 0.0,
         })
@@ -432,13 +457,17 @@ fn workload(
         .unwrap_or(cpu);
     let mut auto = Row {
         placement: Placement::AUTO,
-        startup_mops: predict(p, &model_pick),
-        predicted_mops: predict(p, &model_pick),
+        startup_mops: predict(p, &model_pick, rest_ns),
+        predicted_mops: predict(p, &model_pick, rest_ns),
+        online: Vec::new(),
         runs: Vec::new(),
         index_ns: 0.0,
     };
     // Batches auto placed on each processor, over its runs only.
     let mut auto_batches = [[0u64; 2]; hkv_engine::TASKS];
+    // The rest per request as the last run with no device batch measured it: what the
+    // model's own `base` tracks in service (crates/engine/src/cost/aftermath.rs).
+    let mut rest_latest = rest_ns;
     for run in 0..runs {
         // The order rotates from run to run: what ran just before (a device placement's
         // runtime threads still winding down, caches) must not always hit the same one.
@@ -446,11 +475,28 @@ fn workload(
         let k = run % order.len();
         order.rotate_left(k);
         for row in order {
+            // Predicted just before it runs, from what the model knows then: its lines as
+            // every earlier batch refitted them and the latest rest. Nothing of this run
+            // is in it.
+            let pl = if row.placement == Placement::AUTO {
+                rows_pick(&placements, |pl| predict(p, pl, rest_latest)).unwrap_or(cpu)
+            } else {
+                row.placement
+            };
+            row.online.push(predict(p, &pl, rest_latest));
             p.set_placement(row.placement);
             let before = p.placement_report();
-            row.runs.push(n / timed(p, &stream, batch, &value) / 1e6);
+            let secs = timed(p, &stream, batch, &value);
+            row.runs.push(n / secs / 1e6);
             let after = p.placement_report();
-            row.index_ns += (after.measured_ns - before.measured_ns) / n / runs as f64;
+            let run_index_ns = (after.measured_ns - before.measured_ns) / n;
+            row.index_ns += run_index_ns / runs as f64;
+            let on_device: u64 = (0..hkv_engine::TASKS)
+                .map(|t| after.batches[t][1] - before.batches[t][1])
+                .sum();
+            if on_device == 0 {
+                rest_latest = (secs * 1e9 / n - run_index_ns).max(0.0);
+            }
             if row.placement == Placement::AUTO {
                 for (t, row) in auto_batches.iter_mut().enumerate() {
                     for (q, b) in row.iter_mut().enumerate() {
@@ -471,11 +517,24 @@ fn workload(
             format!("; no {} batches: placed with the search", names.join(" or "))
         }
     );
+    // pred: fixed before any measured run; pred@run: the median of the predictions made
+    // just before each run (the model as service would have it then).
     println!(
-        "  {:<62} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>8} {:>8}",
-        "placement", "pred0", "pred", "meas", "spread", "error0", "error", "index ns", "rest ns"
+        "  {:<62} {:>8} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8}",
+        "placement",
+        "pred0",
+        "pred",
+        "pred@run",
+        "meas",
+        "spread",
+        "error0",
+        "error",
+        "err@run",
+        "index ns",
+        "rest ns"
     );
     let mut errors = Vec::new();
+    let mut online_errors = Vec::new();
     let mut startup_errors = Vec::new();
     let mut errors_in_spread = 0;
     let (mut floors, mut signed) = (Vec::new(), Vec::new());
@@ -483,24 +542,29 @@ fn workload(
         let m = r.median();
         let e = (r.predicted_mops - m).abs() / m;
         let e0 = (r.startup_mops - m).abs() / m;
+        let online = r.online_median();
+        let eo = (online - m).abs() / m;
         // The all-CPU placement is the reference the predictions start from: its error
         // says little about the model, so it is shown but not counted.
         if r.placement != cpu {
             errors.push(e);
             startup_errors.push(e0);
+            online_errors.push(eo);
             errors_in_spread += usize::from(e <= r.spread());
             floors.push(r.median_error());
             signed.push((r.device_tasks(&idle), (r.predicted_mops - m) / m));
         }
         println!(
-            "  {:<62} {:>8.3} {:>8.3} {:>8.3} {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1} {:>8.1}",
+            "  {:<62} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1} {:>8.1}",
             r.placement.to_string(),
             r.startup_mops,
             r.predicted_mops,
+            online,
             m,
             r.spread() * 100.0,
             e0 * 100.0,
             e * 100.0,
+            eo * 100.0,
             r.index_ns,
             1e3 / m - r.index_ns
         );
@@ -559,6 +623,7 @@ fn workload(
     );
     Ok(Outcome {
         errors,
+        online_errors,
         errors_in_spread,
         startup_errors,
         floors,

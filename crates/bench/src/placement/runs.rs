@@ -13,6 +13,8 @@ pub(super) struct Row {
     /// device's lines were refitted from service.
     pub startup_mops: f64,
     pub predicted_mops: f64,
+    /// Each run's prediction, made just before it from the model's state then.
+    pub online: Vec<f64>,
     pub runs: Vec<f64>,
     /// Index time the partition measured, per request, over all runs (ns).
     pub index_ns: f64,
@@ -21,6 +23,10 @@ pub(super) struct Row {
 impl Row {
     pub fn median(&self) -> f64 {
         median(&mut self.runs.clone())
+    }
+
+    pub fn online_median(&self) -> f64 {
+        median(&mut self.online.clone())
     }
 
     /// How far the median of these runs may lie from the placement's true throughput, as a
