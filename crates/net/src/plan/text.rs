@@ -54,15 +54,16 @@ pub(super) fn plan_text<'a>(
             end.close |= close;
             close
         }
-        Parsed::Command { cmd, len } => {
+        // By reference: moving the command out of the result was a memcpy a request.
+        Parsed::Command { ref cmd, len } => {
             end.pos += len;
             let line_end = at + len;
             let off = |k: &[u8]| k.as_ptr() as usize - buf.as_ptr() as usize;
-            let (keys, cas, exptime) = match &cmd {
+            let (keys, cas, exptime) = match cmd {
                 Command::Get { keys, cas } => (keys, *cas, None),
                 Command::Gat { exptime, keys, cas } => (keys, *cas, Some(*exptime)),
                 _ => {
-                    let barrier = plan_command(&cmd, buf, keys, batch, steps, &mut end.close);
+                    let barrier = plan_command(cmd, buf, keys, batch, steps, &mut end.close);
                     if barrier && !end.close {
                         end.more = true;
                     }
