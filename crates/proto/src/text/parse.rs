@@ -4,7 +4,7 @@ use super::command::Command;
 use super::parsed::bad_format;
 pub use super::parsed::{Limits, Parsed};
 use super::tokens::{
-    find_byte, parse_i32, parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split,
+    parse_i32, parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split,
 };
 use crate::step::CrawlerOp;
 use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
@@ -58,7 +58,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
 /// searched once in all rather than once per piece.
 pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> Parsed<'a> {
     let from = newline_free.min(buf.len());
-    let Some(nl) = find_byte(&buf[from..], b'\n').map(|i| i + from) else {
+    let Some(nl) = memchr::memchr(b'\n', &buf[from..]).map(|i| i + from) else {
         if buf.len() > MAX_LINE_WITHOUT_NEWLINE {
             // memcached: this has to be a huge multiget; anything else closes the connection.
             let start = buf.iter().take_while(|&&b| b == b' ').count();

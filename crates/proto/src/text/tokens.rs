@@ -6,50 +6,13 @@ pub(crate) fn split(line: &[u8]) -> impl Iterator<Item = &[u8]> {
         if rest.is_empty() {
             return None;
         }
-        let end = find_byte(rest, b' ').unwrap_or(rest.len());
+        let end = memchr::memchr(b' ', rest).unwrap_or(rest.len());
         let token = &rest[..end];
         rest = &rest[(end + 1).min(rest.len())..];
         if !token.is_empty() {
             return Some(token);
         }
     })
-}
-
-/// Bytes [`find_byte`] scans a word at a time before it hands the rest to `memchr`.
-const WORD_SCAN: usize = 64;
-
-/// Where the first `needle` in `hay` is. Tokens and lines are mostly a few to a few dozen
-/// bytes, where a call into `memchr`'s vector code costs more than the scan itself
-/// (callgrind: ~8% of a pipelined meta GET's instructions were `memchr`, several calls a
-/// line); so the first [`WORD_SCAN`] bytes are scanned eight at a time in plain code, and
-/// only a longer haystack (a long line still arriving, a multi-key get) goes to `memchr`.
-#[inline]
-pub(crate) fn find_byte(hay: &[u8], needle: u8) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let pattern = ONES.wrapping_mul(u64::from(needle));
-    let head = &hay[..hay.len().min(WORD_SCAN)];
-    let mut words = head.chunks_exact(8);
-    let mut at = 0;
-    for chunk in &mut words {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word) ^ pattern;
-        // A zero byte of x is a match. The lowest flagged byte is always a true zero (a
-        // borrow only flags bytes above one), and little-endian puts it first.
-        let zeros = x.wrapping_sub(ONES) & !x & HIGHS;
-        if zeros != 0 {
-            return Some(at + (zeros.trailing_zeros() / 8) as usize);
-        }
-        at += 8;
-    }
-    if let Some(i) = words.remainder().iter().position(|&b| b == needle) {
-        return Some(at + i);
-    }
-    if hay.len() > WORD_SCAN {
-        return memchr::memchr(needle, &hay[WORD_SCAN..]).map(|i| i + WORD_SCAN);
-    }
-    None
 }
 
 /// memcached's `safe_strtoul`/`safe_strtoull`: decimal digits, no '-', no overflow; a
@@ -175,37 +138,7 @@ mod tests {
         assert_eq!(t, [&b"get"[..], b"a", b"b"]);
     }
 
-    #[test]
-    fn find_byte_finds_the_first_match_in_every_position() {
-        for len in 0..150 {
-            for at in 0..len {
-                let mut hay = vec![b'a'; len];
-                hay[at] = b'\n';
-                if at + 1 < len {
-                    hay[len - 1] = b'\n';
-                }
-                assert_eq!(find_byte(&hay, b'\n'), Some(at), "len {len} at {at}");
-            }
-            assert_eq!(find_byte(&vec![b'a'; len], b'\n'), None, "len {len}");
-        }
-        // The byte just above a match must not hide it (a borrow across bytes).
-        assert_eq!(find_byte(b"\x01\x00 \x00\x00\x00\x00\x00", 0), Some(1));
-        assert_eq!(find_byte(b"ab \x21 cdef", b' '), Some(2));
-    }
-
     proptest::proptest! {
-        /// The word scan agrees with a plain search, for any bytes and needle.
-        #[test]
-        fn find_byte_matches_a_plain_search(
-            hay in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
-            needle in proptest::num::u8::ANY,
-        ) {
-            proptest::prop_assert_eq!(
-                find_byte(&hay, needle),
-                hay.iter().position(|&b| b == needle)
-            );
-        }
-
         /// The word-at-a-time split agrees with memcached's rule (single spaces split, runs
         /// are one separator) on any line.
         #[test]
