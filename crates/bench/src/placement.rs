@@ -123,43 +123,27 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             }
         }
     }
-    let errors: Vec<f64> = outcomes.iter().flat_map(|o| o.errors.clone()).collect();
-    let avg = errors.iter().sum::<f64>() / errors.len().max(1) as f64;
-    let max = errors.iter().copied().fold(0.0, f64::max);
+    let all = |f: fn(&Outcome) -> &Vec<f64>| -> Vec<f64> {
+        outcomes.iter().flat_map(|o| f(o).iter().copied()).collect()
+    };
+    let errors = all(|o| &o.errors);
     let worst = outcomes.iter().map(|o| o.auto_gap).fold(0.0, f64::max);
     let in_spread = outcomes.iter().filter(|o| o.within_spread).count();
     println!(
         "auto within the run-to-run spread of the best on {in_spread} of {} workloads",
         outcomes.len()
     );
-    let e0: Vec<f64> = outcomes
-        .iter()
-        .flat_map(|o| o.startup_errors.clone())
-        .collect();
+    let (avg, max) = avg_max(&all(|o| &o.startup_errors));
+    println!("model error from start-up calibration alone avg {avg:.1}% max {max:.1}%");
+    let (avg, max) = avg_max(&errors);
     println!(
-        "model error from start-up calibration alone avg {:.1}% max {:.1}%",
-        e0.iter().sum::<f64>() / e0.len().max(1) as f64 * 100.0,
-        e0.iter().copied().fold(0.0, f64::max) * 100.0
+        "model error avg {avg:.1}% max {max:.1}% (placements other than the all-CPU reference)"
     );
+    let (avg, max) = avg_max(&all(|o| &o.online_errors));
+    println!("model error, each run predicted just before it: avg {avg:.1}% max {max:.1}%");
+    let (avg, max) = avg_max(&all(|o| &o.floors));
     println!(
-        "model error avg {:.1}% max {:.1}% (placements other than the all-CPU reference)",
-        avg * 100.0,
-        max * 100.0
-    );
-    let online: Vec<f64> = outcomes
-        .iter()
-        .flat_map(|o| o.online_errors.clone())
-        .collect();
-    println!(
-        "model error, each run predicted just before it: avg {:.1}% max {:.1}%",
-        online.iter().sum::<f64>() / online.len().max(1) as f64 * 100.0,
-        online.iter().copied().fold(0.0, f64::max) * 100.0
-    );
-    let floors: Vec<f64> = outcomes.iter().flat_map(|o| o.floors.clone()).collect();
-    println!(
-        "noise floor (a model that knew each placement's true throughput) avg {:.1}% max {:.1}%",
-        floors.iter().sum::<f64>() / floors.len().max(1) as f64 * 100.0,
-        floors.iter().copied().fold(0.0, f64::max) * 100.0
+        "noise floor (a model that knew each placement's true throughput) avg {avg:.1}% max {max:.1}%"
     );
     // A model off in one direction for some kind of placement shows here; noise does not.
     // Tasks with no batches in a workload (placed with the search) are not counted.
@@ -224,6 +208,14 @@ fn read_groups(stream: &Stream, batch: usize, limit: usize) -> u64 {
         }
     }
     groups
+}
+
+/// The mean and the largest of `v`, as percentages.
+fn avg_max(v: &[f64]) -> (f64, f64) {
+    (
+        v.iter().sum::<f64>() / v.len().max(1) as f64 * 100.0,
+        v.iter().copied().fold(0.0, f64::max) * 100.0,
+    )
 }
 
 /// The placement with the highest predicted throughput.
