@@ -16,7 +16,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use hkv_engine::{EngineConfig, SharedEngine};
+use hkv_engine::{Engine, EngineConfig};
 use hkv_net::{NetConfig, Server};
 use libfuzzer_sys::fuzz_target;
 
@@ -38,7 +38,7 @@ fn marker(nonce: &str, i: usize) -> String {
 fn fixture() -> &'static Fixture {
     static F: OnceLock<Fixture> = OnceLock::new();
     F.get_or_init(|| {
-        let engine = SharedEngine::new(&EngineConfig {
+        let engine = Engine::new(&EngineConfig {
             memory_bytes: MEMORY,
             partitions: 2,
             page_size: 64 << 10,

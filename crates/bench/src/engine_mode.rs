@@ -5,7 +5,7 @@ use std::sync::Barrier;
 use std::time::Instant;
 
 use hkv_engine::{Engine, EngineConfig, Op, Partition, Request, Response, Responses};
-use hkv_index::{hash_key, IndexBackend, IndexSizing, KeyHash};
+use hkv_index::{hash_key, IndexSizing, KeyHash};
 use hkv_store::{chunk_sizes, ClassInfo, HEADER_BYTES};
 
 use crate::randaccess;
@@ -171,11 +171,7 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             placement: args.placement,
             ..EngineConfig::default()
         })?;
-        let index_bytes: usize = engine
-            .partitions()
-            .iter()
-            .map(|p| p.index().table_bytes())
-            .sum();
+        let index_bytes = engine.index_bytes();
         let (_arena, mut parts) = engine.into_partitions();
         let owners: Vec<u8> = {
             let mut k = vec![0u8; key_len];

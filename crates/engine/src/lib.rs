@@ -4,8 +4,8 @@
 //!
 //! Work is split into hash partitions (MICA style): each [`Partition`] owns one index table
 //! and one slab store and is driven by one thread, so nothing on the hot path takes a lock.
-//! [`Engine`] holds all partitions for single-threaded use and hands them out to threads with
-//! [`Engine::into_partitions`].
+//! [`Engine`] holds all partitions, each behind a lock taken once per batch, for the threads
+//! that share them; [`Engine::into_partitions`] hands them out to threads that own one each.
 
 mod clock;
 mod cost;
@@ -19,14 +19,12 @@ mod profile;
 mod route;
 mod sample;
 mod schedule;
-mod shared;
 mod stats;
 pub mod vector;
 pub mod warm;
 pub mod watch;
 
 pub use clock::unix_seconds;
-pub use engine::{Backend, Engine, EngineConfig, EngineError};
 pub use hkv_index::set_hash_seed;
 pub use sample::Sampler;
 
@@ -40,6 +38,10 @@ pub(crate) fn wide_hash(h: &hkv_index::KeyHash) -> u64 {
     (u64::from(h.sig) << 32) | u64::from(h.lo)
 }
 pub use cost::PlacementReport;
+pub use engine::{
+    Backend, ClassStats, CrawlerDisabled, CrawlerReport, Engine, EngineConfig, EngineError,
+    ItemSummary, Scratch,
+};
 /// Bytes of item header beside key and value (what `me` counts in an item's size).
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats};
@@ -54,5 +56,4 @@ pub use partition::{Partition, READ_GROUP};
 pub use policy::{Choice, Placement, PlacementError, Proc, Task, TASKS};
 pub use profile::ProfileReport;
 pub use schedule::{Arrived, LinearFit, Sample, ScheduleConfig, ScheduleStats, Scheduler};
-pub use shared::{ClassStats, CrawlerDisabled, CrawlerReport, ItemSummary, Scratch, SharedEngine};
 pub use stats::EngineStats;

@@ -1,6 +1,5 @@
-//! Routing a batch to the partitions that own its keys, shared by the single-threaded
-//! [`crate::Engine`] and the [`crate::SharedEngine`] workers use: they differ only in how
-//! they reach a partition (a `&mut` or a lock), not in how a batch is split.
+//! Routing a batch to the partitions that own its keys: the split of a batch by owner, apart
+//! from how [`crate::Engine`] reaches a partition (under its lock).
 
 use hkv_index::{hash_key, KeyHash};
 use hkv_types::{After, Request, Response, Responses};

@@ -6,6 +6,7 @@
 mod common;
 
 use common::backends;
+use hkv_engine::Scratch;
 
 use hkv_engine::{Backend, Engine, EngineConfig, Request, Response, Responses, ScheduleConfig};
 use hkv_index::{hash_key, NO_LOCATION};
@@ -33,9 +34,9 @@ fn engine_with(backend: Backend, memory_bytes: usize, min_us: f64) -> Engine {
     .unwrap()
 }
 
-fn run(e: &mut Engine, reqs: &[Request<'_>]) -> Vec<String> {
+fn run(e: &Engine, reqs: &[Request<'_>]) -> Vec<String> {
     let mut out = Responses::default();
-    e.execute(reqs, NOW, &mut out);
+    e.execute(reqs, NOW, &mut out, &mut Scratch::default());
     out.results
         .iter()
         .map(|r| match r {
@@ -47,24 +48,24 @@ fn run(e: &mut Engine, reqs: &[Request<'_>]) -> Vec<String> {
 
 /// What the index itself (not the same-key table) holds for `key`.
 fn indexed(e: &Engine, key: &[u8]) -> bool {
-    e.partitions()[0].index().search_one(&hash_key(key)) != NO_LOCATION
+    e.partition(0).index().search_one(&hash_key(key)) != NO_LOCATION
 }
 
 #[test]
 fn a_get_sees_a_pending_insert_and_the_index_gets_it_n_batches_later() {
     for b in backends() {
-        let mut e = engine(b, 8 << 20);
-        assert_eq!(run(&mut e, &[Request::set(b"k", b"v1")]), ["Stored"]);
+        let e = engine(b, 8 << 20);
+        assert_eq!(run(&e, &[Request::set(b"k", b"v1")]), ["Stored"]);
         assert_eq!(e.pending_writes(), 1);
         if b == Backend::Cpu {
             assert!(!indexed(&e, b"k"), "the insert was not delayed");
         }
         // The next batch is inside the write period: the GET is forwarded from the table.
-        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["VALUE v1"]);
+        assert_eq!(run(&e, &[Request::get(b"k")]), ["VALUE v1"]);
         assert_eq!(e.stats().forwarded_reads, 1);
         assert_eq!(e.pending_writes(), 1);
         // n = 2 batches later the table goes to the index as one batch.
-        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["VALUE v1"]);
+        assert_eq!(run(&e, &[Request::get(b"k")]), ["VALUE v1"]);
         assert_eq!(e.pending_writes(), 0);
         assert_eq!(e.stats().applied_writes, 1);
         if b == Backend::Cpu {
@@ -77,11 +78,11 @@ fn a_get_sees_a_pending_insert_and_the_index_gets_it_n_batches_later() {
 #[test]
 fn delete_then_get_misses_while_the_index_still_holds_the_old_version() {
     for b in backends() {
-        let mut e = engine(b, 8 << 20);
-        run(&mut e, &[Request::set(b"k", b"old")]);
+        let e = engine(b, 8 << 20);
+        run(&e, &[Request::set(b"k", b"old")]);
         e.apply_pending();
         assert_eq!(
-            run(&mut e, &[Request::delete(b"k"), Request::get(b"k")]),
+            run(&e, &[Request::delete(b"k"), Request::get(b"k")]),
             ["Deleted", "Miss"]
         );
         if b == Backend::Cpu {
@@ -92,34 +93,34 @@ fn delete_then_get_misses_while_the_index_still_holds_the_old_version() {
             0,
             "a deleted item is not counted"
         );
-        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["Miss"]);
+        assert_eq!(run(&e, &[Request::get(b"k")]), ["Miss"]);
         // SET after DELETE, both waiting: the newest wins.
         assert_eq!(
-            run(&mut e, &[Request::set(b"k", b"new"), Request::get(b"k")]),
+            run(&e, &[Request::set(b"k", b"new"), Request::get(b"k")]),
             ["Stored", "VALUE new"]
         );
         e.apply_pending();
-        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["VALUE new"]);
+        assert_eq!(run(&e, &[Request::get(b"k")]), ["VALUE new"]);
         assert_eq!(e.store_stats().curr_items, 1);
-        run(&mut e, &[Request::delete(b"k")]);
+        run(&e, &[Request::delete(b"k")]);
         e.apply_pending();
         if b == Backend::Cpu {
             assert!(!indexed(&e, b"k"));
         }
-        assert_eq!(run(&mut e, &[Request::get(b"k")]), ["Miss"]);
+        assert_eq!(run(&e, &[Request::get(b"k")]), ["Miss"]);
     }
 }
 
 #[test]
 fn a_hot_counter_merges_in_the_table_and_keeps_one_version() {
     for b in backends() {
-        let mut e = engine(b, 8 << 20);
-        run(&mut e, &[Request::set(b"ctr", b"0")]);
+        let e = engine(b, 8 << 20);
+        run(&e, &[Request::set(b"ctr", b"0")]);
         e.apply_pending();
         let before = e.stats();
         // 1000 increments in one batch: lengths grow 1 -> 4 digits, so some need new versions.
         let reqs: Vec<_> = (0..1000).map(|_| Request::incr(b"ctr", 1)).collect();
-        let r = run(&mut e, &reqs);
+        let r = run(&e, &reqs);
         assert_eq!(r.last().map(String::as_str), Some("Number(1000)"));
         assert_eq!(e.pending_writes(), 1, "one key, one waiting index write");
         let s = e.stats();
@@ -131,7 +132,7 @@ fn a_hot_counter_merges_in_the_table_and_keeps_one_version() {
         );
         e.apply_pending();
         assert_eq!(e.stats().applied_writes - before.applied_writes, 1);
-        assert_eq!(run(&mut e, &[Request::get(b"ctr")]), ["VALUE 1000"]);
+        assert_eq!(run(&e, &[Request::get(b"ctr")]), ["VALUE 1000"]);
         assert_eq!(e.store_stats().curr_items, 1);
     }
 }
@@ -142,7 +143,7 @@ fn retired_versions_never_cost_a_live_item_its_memory() {
         // Three 64 KiB pages for items of ~750 bytes: about 240 chunks for 150 keys that are
         // rewritten every round, so the versions the table holds back must be released (the
         // table applied) before CLOCK would evict a live item for want of them.
-        let mut e = engine(b, 256 << 10);
+        let e = engine(b, 256 << 10);
         let keys: Vec<String> = (0..150).map(|i| format!("k{i:03}")).collect();
         for round in 0..30u32 {
             let vals: Vec<Vec<u8>> = keys
@@ -158,13 +159,13 @@ fn retired_versions_never_cost_a_live_item_its_memory() {
                 .zip(&vals)
                 .map(|(k, v)| Request::set(k.as_bytes(), v))
                 .collect();
-            let r = run(&mut e, &reqs);
+            let r = run(&e, &reqs);
             assert!(r.iter().all(|x| x == "Stored"), "round {round}: {r:?}");
             assert!(e.arena().used() <= e.arena().limit());
             // Every key reads back its own newest value, applied to the index or not.
             let gets: Vec<_> = keys.iter().map(|k| Request::get(k.as_bytes())).collect();
             let mut out = Responses::default();
-            e.execute(&gets, NOW, &mut out);
+            e.execute(&gets, NOW, &mut out, &mut Scratch::default());
             for (i, r) in out.results.iter().enumerate() {
                 assert!(
                     matches!(r, Response::Value { .. }),
@@ -184,20 +185,20 @@ fn retired_versions_never_cost_a_live_item_its_memory() {
 #[test]
 fn with_c_zero_on_the_cpu_writes_reach_the_index_at_once() {
     // A batch every loop pass: no period to wait for, so nothing waits.
-    let mut e = engine_with(Backend::Cpu, 8 << 20, 0.0);
+    let e = engine_with(Backend::Cpu, 8 << 20, 0.0);
     assert_eq!(
-        run(&mut e, &[Request::set(b"k", b"v"), Request::get(b"k")]),
+        run(&e, &[Request::set(b"k", b"v"), Request::get(b"k")]),
         ["Stored", "VALUE v"]
     );
     assert_eq!(e.pending_writes(), 0);
     assert!(indexed(&e, b"k"));
     assert_eq!(e.stats().forwarded_reads, 0);
-    run(&mut e, &[Request::delete(b"k")]);
+    run(&e, &[Request::delete(b"k")]);
     assert!(!indexed(&e, b"k"));
     // A device always batches its writes, whatever C.
     if backends().len() > 1 {
-        let mut e = engine_with(Backend::OpenCl(None), 8 << 20, 0.0);
-        run(&mut e, &[Request::set(b"k", b"v")]);
+        let e = engine_with(Backend::OpenCl(None), 8 << 20, 0.0);
+        run(&e, &[Request::set(b"k", b"v")]);
         assert_eq!(e.pending_writes(), 1);
     }
 }
@@ -218,7 +219,7 @@ fn colliding_keys() -> (Vec<u8>, Vec<u8>) {
 fn colliding_keys_both_read_while_waiting_and_the_later_write_wins_the_slot() {
     let (a, b) = colliding_keys();
     // One bucket: both keys share the bucket pair, so the index can hold only one of them.
-    let mut e = Engine::new(&EngineConfig {
+    let e = Engine::new(&EngineConfig {
         memory_bytes: 4 << 20,
         page_size: 64 << 10,
         buckets_per_partition: Some(1),
@@ -230,7 +231,7 @@ fn colliding_keys_both_read_while_waiting_and_the_later_write_wins_the_slot() {
     })
     .unwrap();
     let r = run(
-        &mut e,
+        &e,
         &[
             Request::set(&a, b"value-of-a"),
             Request::set(&b, b"value-of-b"),
@@ -242,7 +243,7 @@ fn colliding_keys_both_read_while_waiting_and_the_later_write_wins_the_slot() {
     assert_eq!(e.pending_writes(), 2);
     // Applied in the order written: b takes the slot, a is a counted collision eviction.
     e.apply_pending();
-    let r = run(&mut e, &[Request::get(&a), Request::get(&b)]);
+    let r = run(&e, &[Request::get(&a), Request::get(&b)]);
     assert_eq!(r, ["Miss", "VALUE value-of-b"]);
     assert_eq!(e.stats().collision_evictions, 1);
     assert_eq!(e.store_stats().curr_items, 1);
@@ -283,7 +284,7 @@ fn regression_delayed_writes_never_lose_an_acknowledged_set() {
     // reused that chunk the SET said STORED and reads missed; otherwise a later apply freed
     // whatever key reused the chunk.
     for backend in backends() {
-        let mut e = Engine::new(&EngineConfig {
+        let e = Engine::new(&EngineConfig {
             memory_bytes: 1 << 20,
             page_size: 64 << 10,
             buckets_per_partition: Some(1 << 6),
@@ -301,7 +302,7 @@ fn regression_delayed_writes_never_lose_an_acknowledged_set() {
             let k = format!("key{}", (round * 7919) % 3000).into_bytes();
             let v = format!("{round:0>300}");
             let reqs = [Request::set(&k, v.as_bytes()), Request::get(&k)];
-            let got = run(&mut e, &reqs);
+            let got = run(&e, &reqs);
             if got[0] == "Stored" && got[1] != format!("VALUE {v}") {
                 assert_eq!(got[1], "Miss", "a GET returned a wrong value");
                 lost += 1;
@@ -333,7 +334,7 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
     for b in backends() {
         let mut searches = Vec::new();
         for merge in [true, false] {
-            let mut e = Engine::new(&EngineConfig {
+            let e = Engine::new(&EngineConfig {
                 memory_bytes: 8 << 20,
                 page_size: 64 << 10,
                 buckets_per_partition: Some(1 << 10),
@@ -350,22 +351,22 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
             })
             .unwrap();
             run(
-                &mut e,
+                &e,
                 &[Request::set(b"vec", &[0; 64]), Request::set(b"n", b"5")],
             );
             e.apply_pending();
             let before = e.stats().merged_writes;
-            let device_before = e.partitions()[0].device_timing().map(|t| t.0);
+            let device_before = e.partition(0).device_timing().map(|t| t.0);
             // One batch of 1000, then 96 batches of 2.
             let mut reqs: Vec<_> = (0..500)
                 .map(|_| Request::vector(b"vec", add1, &[]))
                 .collect();
             reqs.extend((0..500).map(|_| Request::incr(b"n", 1)));
-            let r = run(&mut e, &reqs);
+            let r = run(&e, &reqs);
             assert!(r[..500].iter().all(|x| x == "Updated"));
             assert_eq!(r[999], "Number(505)");
             if let Some(d0) = device_before {
-                let d1 = e.partitions()[0].device_timing().map_or(0, |t| t.0);
+                let d1 = e.partition(0).device_timing().map_or(0, |t| t.0);
                 assert!(
                     d1 - d0 <= 4,
                     "{b:?}: one batch's writes searched {} times",
@@ -374,7 +375,7 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
             }
             for _ in 0..96 {
                 run(
-                    &mut e,
+                    &e,
                     &[Request::vector(b"vec", add1, &[]), Request::incr(b"n", 1)],
                 );
             }
@@ -386,11 +387,11 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
                 assert!(merged <= 2, "{merged}");
             }
             if let Some(d0) = device_before {
-                searches.push(e.partitions()[0].device_timing().map_or(0, |t| t.0) - d0);
+                searches.push(e.partition(0).device_timing().map_or(0, |t| t.0) - d0);
             }
             let want: Vec<u8> = (0..16).flat_map(|_| 596u32.to_le_bytes()).collect();
             assert_eq!(
-                run(&mut e, &[Request::get(b"vec")]),
+                run(&e, &[Request::get(b"vec")]),
                 [format!("VALUE {}", String::from_utf8_lossy(&want))]
             );
             e.apply_pending();
@@ -399,7 +400,7 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
                 // (The CPU table is stale while a device holds the index.)
                 assert!(indexed(&e, b"vec") && indexed(&e, b"n"));
             }
-            assert_eq!(run(&mut e, &[Request::get(b"n")]), ["VALUE 601"]);
+            assert_eq!(run(&e, &[Request::get(b"n")]), ["VALUE 601"]);
             assert_eq!(e.store_stats().curr_items, 2);
         }
         if let [on, off] = searches[..] {

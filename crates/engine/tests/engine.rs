@@ -1,5 +1,6 @@
 //! Engine semantics, request by request, as a memcached user relies on them.
 
+use hkv_engine::Scratch;
 use hkv_engine::{Engine, EngineConfig, Op, Request, Response, Responses};
 
 const NOW: u32 = 1_700_000_000;
@@ -15,9 +16,9 @@ fn engine(partitions: u32) -> Engine {
 }
 
 /// Runs one batch and renders each response as text, values inline.
-fn run(e: &mut Engine, now: u32, reqs: &[Request<'_>]) -> Vec<String> {
+fn run(e: &Engine, now: u32, reqs: &[Request<'_>]) -> Vec<String> {
     let mut out = Responses::default();
-    e.execute(reqs, now, &mut out);
+    e.execute(reqs, now, &mut out, &mut Scratch::default());
     assert_eq!(out.results.len(), reqs.len());
     out.results
         .iter()
@@ -33,9 +34,9 @@ fn run(e: &mut Engine, now: u32, reqs: &[Request<'_>]) -> Vec<String> {
 #[test]
 fn set_get_delete() {
     for parts in [1, 3] {
-        let mut e = engine(parts);
+        let e = engine(parts);
         let r = run(
-            &mut e,
+            &e,
             NOW,
             &[
                 Request::store(Op::Set, b"a", b"1", 5, 0),
@@ -56,7 +57,7 @@ fn set_get_delete() {
 #[test]
 fn operations_on_one_key_in_one_batch_take_effect_in_arrival_order() {
     for parts in [1, 2] {
-        let mut e = engine(parts);
+        let e = engine(parts);
         let mut reqs = Vec::new();
         let vals: Vec<String> = (0..200).map(|i| format!("v{i}")).collect();
         for (i, v) in vals.iter().enumerate() {
@@ -65,7 +66,7 @@ fn operations_on_one_key_in_one_batch_take_effect_in_arrival_order() {
             reqs.push(Request::set(key, v.as_bytes()));
             reqs.push(Request::get(key));
         }
-        let r = run(&mut e, NOW, &reqs);
+        let r = run(&e, NOW, &reqs);
         for (i, v) in vals.iter().enumerate() {
             let before = &r[3 * i];
             if i < 2 {
@@ -81,9 +82,9 @@ fn operations_on_one_key_in_one_batch_take_effect_in_arrival_order() {
 
 #[test]
 fn add_replace_append_prepend() {
-    let mut e = engine(1);
+    let e = engine(1);
     let r = run(
-        &mut e,
+        &e,
         NOW,
         &[
             Request::store(Op::Replace, b"k", b"x", 0, 0),
@@ -115,18 +116,19 @@ fn add_replace_append_prepend() {
 
 #[test]
 fn cas_conflicts() {
-    let mut e = engine(2);
+    let e = engine(2);
     let mut out = Responses::default();
     e.execute(
         &[Request::set(b"c", b"1"), Request::gets(b"c")],
         NOW,
         &mut out,
+        &mut Scratch::default(),
     );
     let Response::Value { cas, .. } = out.results[1] else {
         panic!("no value")
     };
     let r = run(
-        &mut e,
+        &e,
         NOW,
         &[
             Request::cas(b"c", b"2", 0, 0, cas + 1),
@@ -142,9 +144,9 @@ fn cas_conflicts() {
 
 #[test]
 fn incr_decr_follow_memcached() {
-    let mut e = engine(1);
+    let e = engine(1);
     let r = run(
-        &mut e,
+        &e,
         NOW,
         &[
             Request::incr(b"n", 1),
@@ -183,9 +185,9 @@ fn incr_decr_follow_memcached() {
 
 #[test]
 fn expiry_relative_absolute_negative_and_touch() {
-    let mut e = engine(1);
+    let e = engine(1);
     let r = run(
-        &mut e,
+        &e,
         NOW,
         &[
             Request::store(Op::Set, b"rel", b"r", 0, 10),
@@ -200,26 +202,22 @@ fn expiry_relative_absolute_negative_and_touch() {
     );
     assert_eq!(r[4..], ["VALUE r 0", "VALUE a 0", "Miss", "Miss"]);
     let r = run(
-        &mut e,
+        &e,
         NOW + 9,
         &[Request::get(b"rel"), Request::touch(b"rel", 100)],
     );
     assert_eq!(r, ["VALUE r 0", "Touched"]);
-    let r = run(
-        &mut e,
-        NOW + 20,
-        &[Request::get(b"rel"), Request::get(b"abs")],
-    );
+    let r = run(&e, NOW + 20, &[Request::get(b"rel"), Request::get(b"abs")]);
     assert_eq!(r, ["VALUE r 0", "Miss"]);
     let r = run(
-        &mut e,
+        &e,
         NOW + 109,
         &[Request::get(b"rel"), Request::touch(b"abs", 5)],
     );
     assert_eq!(r, ["Miss", "NotFound"]);
     // A negative exptime on SET removes what was there.
     let r = run(
-        &mut e,
+        &e,
         NOW + 200,
         &[
             Request::set(b"gone", b"v"),
@@ -232,22 +230,22 @@ fn expiry_relative_absolute_negative_and_touch() {
 
 #[test]
 fn background_sweep_frees_expired_items_without_access() {
-    let mut e = engine(1);
+    let e = engine(1);
     let keys: Vec<String> = (0..500).map(|i| format!("s{i}")).collect();
     let reqs: Vec<_> = keys
         .iter()
         .map(|k| Request::store(Op::Set, k.as_bytes(), b"v", 0, 2))
         .collect();
-    run(&mut e, NOW, &reqs);
+    run(&e, NOW, &reqs);
     assert_eq!(e.store_stats().curr_items, 500);
-    run(&mut e, NOW + 3, &[Request::get(b"unrelated")]);
+    run(&e, NOW + 3, &[Request::get(b"unrelated")]);
     assert_eq!(e.store_stats().curr_items, 0);
     assert_eq!(e.stats().expired_swept, 500);
 }
 
 #[test]
 fn too_large_values_are_refused_and_remove_the_old_value() {
-    let mut e = Engine::new(&EngineConfig {
+    let e = Engine::new(&EngineConfig {
         memory_bytes: 8 << 20,
         page_size: 64 << 10,
         max_value: 64 << 10,
@@ -256,7 +254,7 @@ fn too_large_values_are_refused_and_remove_the_old_value() {
     .unwrap();
     let big = vec![b'x'; 70 << 10];
     let r = run(
-        &mut e,
+        &e,
         NOW,
         &[
             Request::set(b"k", b"small"),
@@ -269,7 +267,7 @@ fn too_large_values_are_refused_and_remove_the_old_value() {
 
 #[test]
 fn memory_limit_holds_under_a_flood_of_sets() {
-    let mut e = engine(2);
+    let e = engine(2);
     let value = vec![b'v'; 300];
     let keys: Vec<String> = (0..100_000).map(|i| format!("flood:{i}")).collect();
     for chunk in keys.chunks(1000) {
@@ -277,7 +275,7 @@ fn memory_limit_holds_under_a_flood_of_sets() {
             .iter()
             .map(|k| Request::set(k.as_bytes(), &value))
             .collect();
-        let r = run(&mut e, NOW, &reqs);
+        let r = run(&e, NOW, &reqs);
         assert!(r.iter().all(|x| x == "Stored"));
         assert!(e.arena().used() <= e.arena().limit());
     }
@@ -290,7 +288,7 @@ fn memory_limit_holds_under_a_flood_of_sets() {
         .iter()
         .map(|k| Request::get(k.as_bytes()))
         .collect();
-    let r = run(&mut e, NOW, &reqs);
+    let r = run(&e, NOW, &reqs);
     assert!(r
         .iter()
         .all(|x| x == &format!("VALUE {} 0", "v".repeat(300))));
@@ -313,7 +311,7 @@ fn colliding_keys() -> (Vec<u8>, Vec<u8>) {
 fn a_signature_collision_is_a_counted_eviction_never_a_wrong_value() {
     let (a, b) = colliding_keys();
     // One bucket: both keys share the bucket pair, so the index can hold only one of them.
-    let mut e = Engine::new(&EngineConfig {
+    let e = Engine::new(&EngineConfig {
         memory_bytes: 4 << 20,
         page_size: 64 << 10,
         buckets_per_partition: Some(1),
@@ -321,7 +319,7 @@ fn a_signature_collision_is_a_counted_eviction_never_a_wrong_value() {
     })
     .unwrap();
     let r = run(
-        &mut e,
+        &e,
         NOW,
         &[
             Request::set(&a, b"value-of-a"),
@@ -353,16 +351,16 @@ fn a_signature_collision_is_a_counted_eviction_never_a_wrong_value() {
         "the evicted item's memory was freed"
     );
     // And the other way round: the index points at b; a GET for a must compare keys (KC).
-    let r = run(&mut e, NOW, &[Request::get(&a), Request::gets(&a)]);
+    let r = run(&e, NOW, &[Request::get(&a), Request::gets(&a)]);
     assert_eq!(r, ["Miss", "Miss"]);
     assert!(e.stats().key_mismatches >= 2);
 }
 
 #[test]
 fn gat_returns_the_value_and_moves_the_expiry() {
-    let mut e = engine(2);
+    let e = engine(2);
     let r = run(
-        &mut e,
+        &e,
         NOW,
         &[
             Request::store(Op::Set, b"g", b"v", 4, 10),
@@ -371,19 +369,20 @@ fn gat_returns_the_value_and_moves_the_expiry() {
         ],
     );
     assert_eq!(r, ["Stored", "VALUE v 4", "Miss"]);
-    let r = run(&mut e, NOW + 50, &[Request::get(b"g")]);
+    let r = run(&e, NOW + 50, &[Request::get(b"g")]);
     assert_eq!(r, ["VALUE v 4"]);
     assert_eq!(e.stats().touch_hits, 1);
 }
 
 #[test]
 fn delete_with_a_cas_removes_only_that_version() {
-    let mut e = engine(1);
+    let e = engine(1);
     let mut out = Responses::default();
     e.execute(
         &[Request::set(b"d", b"1"), Request::gets(b"d")],
         NOW,
         &mut out,
+        &mut Scratch::default(),
     );
     let Response::Value { cas, .. } = out.results[1] else {
         panic!()
@@ -397,15 +396,14 @@ fn delete_with_a_cas_removes_only_that_version() {
         ..Request::delete(b"d")
     };
     assert_eq!(
-        run(&mut e, NOW, &[stale, exact, Request::get(b"d")]),
+        run(&e, NOW, &[stale, exact, Request::get(b"d")]),
         ["Exists", "Deleted", "Miss"]
     );
 }
 
 #[test]
 fn flush_all_now_and_at_a_later_time() {
-    use hkv_engine::{Scratch, SharedEngine};
-    let e = SharedEngine::new(&EngineConfig {
+    let e = Engine::new(&EngineConfig {
         memory_bytes: 8 << 20,
         partitions: 2,
         page_size: 64 << 10,
@@ -446,7 +444,7 @@ fn flush_all_now_and_at_a_later_time() {
 /// to, prepended to, overwritten, refused by incr, and updated by vector operations.
 #[test]
 fn values_larger_than_a_page_are_chained_and_behave_like_any_other() {
-    let mut e = engine(1);
+    let e = engine(1);
     let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
     let mut out = Responses::default();
     e.execute(
@@ -460,6 +458,7 @@ fn values_larger_than_a_page_are_chained_and_behave_like_any_other() {
         ],
         NOW,
         &mut out,
+        &mut Scratch::default(),
     );
     assert_eq!(out.results[0], Response::Stored);
     assert_eq!(out.value(&out.results[1]), &big[..]);
@@ -474,7 +473,7 @@ fn values_larger_than_a_page_are_chained_and_behave_like_any_other() {
     let items_bytes = e.store_stats().bytes;
     assert_eq!(items_bytes, (3 + want.len()) as u64);
     let r = run(
-        &mut e,
+        &e,
         NOW,
         &[Request::set(b"big", b"small"), Request::get(b"big")],
     );
@@ -488,7 +487,7 @@ fn regression_overwriting_a_value_near_the_limit_reuses_the_old_versions_chunks(
     // its parts, so with no delayed index writes to apply, a second SET of a value larger
     // than the free memory failed out of memory (and dropped the key) where memcached evicts
     // the old version.
-    let mut e = Engine::new(&EngineConfig {
+    let e = Engine::new(&EngineConfig {
         memory_bytes: 24 << 20,
         max_value: 14 << 20,
         ..EngineConfig::default()
@@ -498,7 +497,12 @@ fn regression_overwriting_a_value_near_the_limit_reuses_the_old_versions_chunks(
     let v2 = vec![b'2'; 13 << 20];
     for v in [&v1, &v2, &v1] {
         let mut out = Responses::default();
-        e.execute(&[Request::set(b"k", v), Request::get(b"k")], NOW, &mut out);
+        e.execute(
+            &[Request::set(b"k", v), Request::get(b"k")],
+            NOW,
+            &mut out,
+            &mut Scratch::default(),
+        );
         assert_eq!(out.results[0], Response::Stored);
         assert_eq!(out.value(&out.results[1]), &v[..]);
     }
@@ -512,9 +516,9 @@ fn regression_overwriting_a_value_near_the_limit_reuses_the_old_versions_chunks(
 #[test]
 fn regression_a_counter_that_grew_then_shrank_is_padded() {
     for parts in [1, 2] {
-        let mut e = engine(parts);
+        let e = engine(parts);
         let r = run(
-            &mut e,
+            &e,
             NOW,
             &[
                 Request::set(b"n", b"0"),

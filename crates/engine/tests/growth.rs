@@ -6,6 +6,7 @@
 mod common;
 
 use common::backends;
+use hkv_engine::Scratch;
 
 use hkv_engine::{Engine, EngineConfig, Request, Response, Responses, ScheduleConfig};
 
@@ -17,21 +18,21 @@ fn keys(from: usize, n: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn set_all(e: &mut Engine, keys: &[Vec<u8>]) {
+fn set_all(e: &Engine, keys: &[Vec<u8>]) {
     for chunk in keys.chunks(512) {
         let reqs: Vec<Request> = chunk.iter().map(|k| Request::set(k, &k[..8])).collect();
         let mut out = Responses::default();
-        e.execute(&reqs, NOW, &mut out);
+        e.execute(&reqs, NOW, &mut out, &mut Scratch::default());
         assert!(out.results.iter().all(|r| matches!(r, Response::Stored)));
     }
 }
 
-fn hits(e: &mut Engine, keys: &[Vec<u8>]) -> usize {
+fn hits(e: &Engine, keys: &[Vec<u8>]) -> usize {
     let mut n = 0;
     for chunk in keys.chunks(512) {
         let reqs: Vec<Request> = chunk.iter().map(|k| Request::get(k)).collect();
         let mut out = Responses::default();
-        e.execute(&reqs, NOW, &mut out);
+        e.execute(&reqs, NOW, &mut out, &mut Scratch::default());
         for (r, k) in out.results.iter().zip(chunk) {
             if matches!(r, Response::Value { .. }) {
                 assert_eq!(out.value(r), &k[..8], "a GET returned another key's value");
@@ -54,7 +55,7 @@ fn losses(e: &Engine) -> (u64, u64) {
 fn a_small_table_doubles_and_keeps_every_small_item() {
     for b in backends() {
         for delayed in [false, true] {
-            let mut e = Engine::new(&EngineConfig {
+            let e = Engine::new(&EngineConfig {
                 memory_bytes: 32 << 20,
                 partitions: 2,
                 page_size: 64 << 10,
@@ -70,11 +71,11 @@ fn a_small_table_doubles_and_keeps_every_small_item() {
             })
             .unwrap();
             let ks = keys(0, 60_000);
-            set_all(&mut e, &ks);
+            set_all(&e, &ks);
             e.apply_pending();
             assert_eq!(losses(&e), (0, 0), "{b:?} delayed={delayed}: items lost");
-            assert_eq!(hits(&mut e, &ks), ks.len(), "{b:?} delayed={delayed}");
-            let report = e.partitions()[0].index_report();
+            assert_eq!(hits(&e, &ks), ks.len(), "{b:?} delayed={delayed}");
+            let report = e.partition(0).index_report();
             assert!(
                 report.grows >= 3,
                 "{b:?}: the table did not grow: {report:?}"
@@ -89,18 +90,18 @@ fn with_8_byte_items_the_first_loss_is_a_clock_eviction_of_a_full_store() {
     // The default sizing (for ~96-byte items) gives 48 MB a table of 512 Ki slots; 8-byte
     // keys and values (56-byte chunks) fill it past its growth point with two thirds of the
     // memory left.
-    let mut e = Engine::new(&EngineConfig {
+    let e = Engine::new(&EngineConfig {
         memory_bytes: 48 << 20,
         partitions: 1,
         page_size: 64 << 10,
         ..EngineConfig::default()
     })
     .unwrap();
-    let initial_slots = e.partitions()[0].index_report().slots;
+    let initial_slots = e.partition(0).index_report().slots;
     let mut stored = 0;
     loop {
         let ks = keys(stored, 4096);
-        set_all(&mut e, &ks);
+        set_all(&e, &ks);
         stored += ks.len();
         let (clock, index) = losses(&e);
         assert_eq!(
@@ -112,7 +113,7 @@ fn with_8_byte_items_the_first_loss_is_a_clock_eviction_of_a_full_store() {
         }
         assert!(stored < 2_000_000, "never full");
     }
-    let report = e.partitions()[0].index_report();
+    let report = e.partition(0).index_report();
     assert!(
         stored as u64 > initial_slots,
         "{stored} items, {initial_slots} slots at start"
@@ -124,10 +125,10 @@ fn with_8_byte_items_the_first_loss_is_a_clock_eviction_of_a_full_store() {
     );
     // Far past full, CLOCK keeps choosing what goes; the index never does.
     let ks = keys(stored, 200_000);
-    set_all(&mut e, &ks);
+    set_all(&e, &ks);
     assert_eq!(losses(&e).1, 0);
     assert_eq!(
-        hits(&mut e, &ks[ks.len() - 20_000..]),
+        hits(&e, &ks[ks.len() - 20_000..]),
         20_000,
         "recent writes lost"
     );

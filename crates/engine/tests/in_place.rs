@@ -3,6 +3,7 @@
 
 mod common;
 
+use hkv_engine::Scratch;
 use hkv_engine::{Backend, Engine, EngineConfig, Op, Request, Response, Responses};
 
 const NOW: u32 = 1_700_000_000;
@@ -20,9 +21,9 @@ fn engine(backend: Backend, partitions: u32) -> Engine {
 }
 
 /// Each response as text (values inline, with their CAS), and the batch's `after` CASes.
-fn run(e: &mut Engine, reqs: &[Request<'_>]) -> (Vec<String>, Vec<u64>) {
+fn run(e: &Engine, reqs: &[Request<'_>]) -> (Vec<String>, Vec<u64>) {
     let mut out = Responses::default();
-    e.execute(reqs, NOW, &mut out);
+    e.execute(reqs, NOW, &mut out, &mut Scratch::default());
     let shown = out
         .results
         .iter()
@@ -42,12 +43,12 @@ fn overwrites_in_one_batch_keep_arrival_order_and_give_new_cases() {
         .into_iter()
         .flat_map(|b| [(b, 1), (b, 2)])
     {
-        let mut e = engine(b, parts);
-        let (_, after) = run(&mut e, &[Request::store(Op::Set, b"k", b"one", 1, 0)]);
+        let e = engine(b, parts);
+        let (_, after) = run(&e, &[Request::store(Op::Set, b"k", b"one", 1, 0)]);
         let c1 = after[0];
         let before = e.stats().in_place_writes;
         let (r, after) = run(
-            &mut e,
+            &e,
             &[
                 Request::gets(b"k"),
                 Request::store(Op::Set, b"k", b"two", 2, 0),
@@ -85,16 +86,16 @@ fn an_overwrite_needing_another_class_takes_a_new_chunk() {
 }
 
 fn another_class_takes_a_new_chunk(b: Backend) {
-    let mut e = engine(b, 1);
-    run(&mut e, &[Request::set(b"k", b"small")]);
+    let e = engine(b, 1);
+    run(&e, &[Request::set(b"k", b"small")]);
     let big = vec![b'b'; 3000];
     let before = e.stats().in_place_writes;
-    let (r, _) = run(&mut e, &[Request::set(b"k", &big), Request::get(b"k")]);
+    let (r, _) = run(&e, &[Request::set(b"k", &big), Request::get(b"k")]);
     assert_eq!(r[0], "Stored");
     assert!(r[1].starts_with(&String::from_utf8_lossy(&big[..100]).into_owned()));
     assert_eq!(e.stats().in_place_writes, before);
-    let (r, _) = run(&mut e, &[Request::set(b"k", b"small again")]);
+    let (r, _) = run(&e, &[Request::set(b"k", b"small again")]);
     assert_eq!(r[0], "Stored");
-    assert!(run(&mut e, &[Request::get(b"k")]).0[0].starts_with("small again 0 "));
+    assert!(run(&e, &[Request::get(b"k")]).0[0].starts_with("small again 0 "));
     assert_eq!(e.store_stats().curr_items, 1);
 }

@@ -6,6 +6,7 @@
 
 mod common;
 
+use hkv_engine::Scratch;
 use hkv_engine::{
     Backend, DeviceTable, Engine, EngineConfig, Placement, Proc, Request, Response, Responses, Task,
 };
@@ -31,15 +32,15 @@ fn engine(placement: &str) -> Engine {
     .unwrap()
 }
 
-fn run(e: &mut Engine, reqs: &[Request<'_>]) -> Responses {
+fn run(e: &Engine, reqs: &[Request<'_>]) -> Responses {
     let mut out = Responses::default();
-    e.execute(reqs, NOW, &mut out);
+    e.execute(reqs, NOW, &mut out, &mut Scratch::default());
     out
 }
 
 /// Rounds of sets (new values each round), reads, deletes of a third and reads again, with
 /// the delayed index writes applied in between; every answer checked.
-fn exercise(e: &mut Engine, rounds: usize) {
+fn exercise(e: &Engine, rounds: usize) {
     let keys: Vec<Vec<u8>> = (0..3000).map(|i| format!("m{i}").into_bytes()).collect();
     for round in 0..rounds {
         let values: Vec<Vec<u8>> = keys
@@ -88,10 +89,10 @@ fn a_mirrored_table_answers_as_the_cpu_does_with_every_write_on_the_cpu() {
         return;
     }
     for placement in ["search=device", "search=device,insert=device,delete=device"] {
-        let mut e = engine(placement);
-        assert_eq!(e.partitions()[0].device_table(), DeviceTable::Mirror);
-        exercise(&mut e, 3);
-        let p = &e.partitions()[0];
+        let e = engine(placement);
+        assert_eq!(e.partition(0).device_table(), DeviceTable::Mirror);
+        exercise(&e, 3);
+        let p = e.partition(0);
         let r = p.placement_report();
         let ran = |t: Task, proc: Proc| r.batches[t as usize][proc as usize];
         assert!(ran(Task::Search, Proc::Device) > 0, "{placement}");
@@ -110,8 +111,8 @@ fn auto_times_the_search_on_both_and_places_only_the_search() {
     if !device() {
         return;
     }
-    let mut e = engine("auto");
-    let r = e.partitions()[0].placement_report();
+    let e = engine("auto");
+    let r = e.partition(0).placement_report();
     for p in [Proc::Cpu, Proc::Device] {
         assert!(r.per_query_ns_at_64[Task::Search as usize][p as usize] > 0.0);
     }
@@ -119,9 +120,9 @@ fn auto_times_the_search_on_both_and_places_only_the_search() {
         r.per_query_ns_at_64[Task::Insert as usize][Proc::Device as usize],
         0.0
     );
-    assert_eq!(e.partitions()[0].index_report().entries, 0);
-    exercise(&mut e, 2);
-    let r = e.partitions()[0].placement_report();
+    assert_eq!(e.partition(0).index_report().entries, 0);
+    exercise(&e, 2);
+    let r = e.partition(0).placement_report();
     assert_eq!(r.batches[Task::Insert as usize][Proc::Device as usize], 0);
 }
 
@@ -130,9 +131,9 @@ fn device_searches_of_a_mirror_are_split_with_the_thread() {
     if !device() || std::env::var("HKV_OPENCL_DISPATCH").as_deref() == Ok("0") {
         return;
     }
-    let mut e = engine("search=device");
-    exercise(&mut e, 1);
-    let r = e.partitions()[0].placement_report();
+    let e = engine("search=device");
+    exercise(&e, 1);
+    let r = e.partition(0).placement_report();
     assert!(r.splits > 0, "no split search");
     assert!(r.split_device_queries > 0 && r.split_device_queries <= r.split_queries);
 }

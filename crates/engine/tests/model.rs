@@ -6,6 +6,7 @@
 //! lose an item only through a counted eviction; it may never return a value the model does
 //! not hold for that key, and never bring back a deleted or expired one.
 
+use hkv_engine::Scratch;
 use std::collections::HashMap;
 
 use hkv_engine::{
@@ -216,7 +217,7 @@ fn run_model(
     min_us: f64,
 ) -> Result<(), TestCaseError> {
     {
-        let mut engine = Engine::new(&EngineConfig {
+        let engine = Engine::new(&EngineConfig {
             memory_bytes: memory_kib << 10,
             partitions,
             page_size: PAGE,
@@ -233,6 +234,8 @@ fn run_model(
         })
         .unwrap();
         engine.log_evictions(true);
+        // One caller's scratch for the whole run, as a worker keeps its own.
+        let mut scratch = Scratch::default();
         let mut model = Model {
             items: HashMap::new(),
             lost: 0,
@@ -313,7 +316,7 @@ fn run_model(
                 })
                 .collect();
             out.clear();
-            engine.execute(&reqs, now, &mut out);
+            engine.execute(&reqs, now, &mut out, &mut scratch);
             for k in engine.take_evicted_keys() {
                 *model.evicted.entry(k).or_default() += 1;
             }
@@ -347,7 +350,7 @@ fn run_model(
         let owned: Vec<Vec<u8>> = (0..keys).map(key_bytes).collect();
         let reqs: Vec<Request<'_>> = owned.iter().map(|k| Request::get(k)).collect();
         let mut out = Responses::default();
-        engine.execute(&reqs, now, &mut out);
+        engine.execute(&reqs, now, &mut out, &mut scratch);
         for k in engine.take_evicted_keys() {
             *model.evicted.entry(k).or_default() += 1;
         }

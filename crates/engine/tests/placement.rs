@@ -4,6 +4,7 @@
 
 mod common;
 
+use hkv_engine::Scratch;
 use hkv_engine::{
     Backend, Choice, Engine, EngineConfig, Placement, Proc, Request, Response, Responses, Task,
 };
@@ -45,15 +46,15 @@ fn keys(round: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn run(e: &mut Engine, reqs: &[Request<'_>]) -> Responses {
+fn run(e: &Engine, reqs: &[Request<'_>]) -> Responses {
     let mut out = Responses::default();
-    e.execute(reqs, NOW, &mut out);
+    e.execute(reqs, NOW, &mut out, &mut Scratch::default());
     out
 }
 
 /// Sets, reads back, deletes and reads again 200 keys per round, applying the delayed index
 /// writes in between so inserts and deletes run as batches; checks every answer.
-fn exercise(e: &mut Engine, rounds: usize) {
+fn exercise(e: &Engine, rounds: usize) {
     for round in 0..rounds {
         let ks = keys(round);
         let sets: Vec<Request<'_>> = ks.iter().map(|k| Request::set(k, k)).collect();
@@ -81,12 +82,13 @@ fn pocl_shares_the_cpu_table_and_each_task_runs_where_it_is_placed() {
         return;
     }
     for placement in Placement::enumerate() {
-        let mut e = engine(placement);
-        let p = &e.partitions()[0];
+        let e = engine(placement);
+        let p = e.partition(0);
         assert_eq!(p.placement(), (placement, true), "the table is not shared");
         let before = p.placement_report().batches;
-        exercise(&mut e, 3);
-        let after = e.partitions()[0].placement_report().batches;
+        drop(p);
+        exercise(&e, 3);
+        let after = e.partition(0).placement_report().batches;
         for t in Task::ALL {
             let Choice::Forced(proc) = placement.of(t) else {
                 unreachable!()
@@ -105,7 +107,7 @@ fn pocl_shares_the_cpu_table_and_each_task_runs_where_it_is_placed() {
             assert_eq!(ran(other), 0, "{placement}: {} ran on {other:?}", t.name());
         }
         // Entries are counted whoever wrote them: all deleted again.
-        assert_eq!(e.partitions()[0].index_report().entries, 0, "{placement}");
+        assert_eq!(e.partition(0).index_report().entries, 0, "{placement}");
     }
 }
 
@@ -114,8 +116,8 @@ fn auto_starts_from_timed_lines_and_scores_its_predictions() {
     if !device() || !shares_host_memory() {
         return;
     }
-    let mut e = engine(Placement::AUTO);
-    let r = e.partitions()[0].placement_report();
+    let e = engine(Placement::AUTO);
+    let r = e.partition(0).placement_report();
     for t in Task::ALL {
         for p in [Proc::Cpu, Proc::Device] {
             assert!(
@@ -126,12 +128,12 @@ fn auto_starts_from_timed_lines_and_scores_its_predictions() {
         }
     }
     assert_eq!(
-        e.partitions()[0].index_report().entries,
+        e.partition(0).index_report().entries,
         0,
         "calibration left entries"
     );
-    exercise(&mut e, 3);
-    let r = e.partitions()[0].placement_report();
+    exercise(&e, 3);
+    let r = e.partition(0).placement_report();
     assert!(r.measured_ns > 0.0 && r.predicted_ns > 0.0);
     let batches: u64 = r.batches.iter().flatten().sum();
     assert!(batches >= 9, "{batches} placed batches");
@@ -142,7 +144,7 @@ fn a_device_with_a_table_of_its_own_runs_every_index_task_whatever_the_placement
     if !device() {
         return;
     }
-    let mut e = Engine::new(&EngineConfig {
+    let e = Engine::new(&EngineConfig {
         memory_bytes: 16 << 20,
         page_size: 64 << 10,
         buckets_per_partition: Some(1 << 12),
@@ -152,10 +154,10 @@ fn a_device_with_a_table_of_its_own_runs_every_index_task_whatever_the_placement
         ..EngineConfig::default()
     })
     .unwrap();
-    assert!(!e.partitions()[0].placement().1);
-    assert!(!e.partitions()[0].steals());
-    exercise(&mut e, 2);
-    let r = e.partitions()[0].placement_report();
+    assert!(!e.partition(0).placement().1);
+    assert!(!e.partition(0).steals());
+    exercise(&e, 2);
+    let r = e.partition(0).placement_report();
     for t in Task::ALL {
         assert_eq!(r.batches[t as usize][Proc::Cpu as usize], 0, "{}", t.name());
     }

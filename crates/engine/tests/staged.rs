@@ -1,12 +1,12 @@
-//! Values received into item memory before their command runs (`SharedEngine::stage_value`):
+//! Values received into item memory before their command runs (`Engine::stage_value`):
 //! the command stores them as it would store its own bytes, or gives the memory back.
 
-use hkv_engine::{EngineConfig, Op, Request, Response, Responses, Scratch, SharedEngine, Staged};
+use hkv_engine::{Engine, EngineConfig, Op, Request, Response, Responses, Scratch, Staged};
 
 const NOW: u32 = 1_700_000_000;
 
-fn engine() -> SharedEngine {
-    SharedEngine::new(&EngineConfig {
+fn engine() -> Engine {
+    Engine::new(&EngineConfig {
         memory_bytes: 32 << 20,
         partitions: 2,
         max_value: 4 << 20,
@@ -19,13 +19,13 @@ fn value(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
 }
 
-fn exec(e: &SharedEngine, reqs: &[Request<'_>]) -> (Vec<Response>, Responses) {
+fn exec(e: &Engine, reqs: &[Request<'_>]) -> (Vec<Response>, Responses) {
     let mut out = Responses::default();
     e.execute(reqs, NOW, &mut out, &mut Scratch::default());
     (out.results.clone(), out)
 }
 
-fn get(e: &SharedEngine, key: &[u8]) -> Option<Vec<u8>> {
+fn get(e: &Engine, key: &[u8]) -> Option<Vec<u8>> {
     let (r, out) = exec(e, &[Request::get(key)]);
     match &r[0] {
         Response::Value { .. } => Some(out.value(&r[0]).to_vec()),
@@ -40,7 +40,7 @@ fn staged<'a>(op: Op, key: &'a [u8], st: Staged) -> Request<'a> {
     }
 }
 
-fn stage(e: &SharedEngine, key: &[u8], v: &[u8]) -> Staged {
+fn stage(e: &Engine, key: &[u8], v: &[u8]) -> Staged {
     let st = e
         .stage_value(key, v.len(), NOW)
         .expect("memory for the stage");
@@ -50,7 +50,7 @@ fn stage(e: &SharedEngine, key: &[u8], v: &[u8]) -> Staged {
     st
 }
 
-fn used_chunks(e: &SharedEngine) -> u64 {
+fn used_chunks(e: &Engine) -> u64 {
     e.class_reports().iter().map(|c| c.items + c.parts).sum()
 }
 

@@ -2,6 +2,7 @@
 //! decodes every element to an i128 or a float, applies the operation by the book (modular
 //! arithmetic for integers) and encodes it again.
 
+use hkv_engine::Scratch;
 use hkv_engine::{
     Cmp, Elem, Engine, EngineConfig, ReduceOp, Reduced, Request, Response, Responses, UpdateOp,
     Vector, VectorCall, VectorError,
@@ -211,9 +212,9 @@ proptest! {
         steps in prop::collection::vec(step(), 1..12),
         batch in 1usize..5,
     ) {
-        let mut e = engine();
+        let e = engine();
         let mut out = Responses::default();
-        e.execute(&[Request::store(hkv_engine::Op::Set, b"v", &init, 42, 0)], NOW, &mut out);
+        e.execute(&[Request::store(hkv_engine::Op::Set, b"v", &init, 42, 0)], NOW, &mut out, &mut Scratch::default());
         prop_assert_eq!(out.results[0], Response::Stored);
         let mut model = init.clone();
         let mut last_cas = out.after[0].cas;
@@ -228,7 +229,7 @@ proptest! {
                 Request::vector(b"v", Vector { elem, call }, operand)
             }).collect();
             let mut out = Responses::default();
-            e.execute(&reqs, NOW, &mut out);
+            e.execute(&reqs, NOW, &mut out, &mut Scratch::default());
             for (i, s) in chunk.iter().enumerate() {
                 let r = out.results[i];
                 let got = out.value(&r).to_vec();
@@ -297,7 +298,7 @@ proptest! {
             }
         }
         let mut out = Responses::default();
-        e.execute(&[Request::get(b"v")], NOW, &mut out);
+        e.execute(&[Request::get(b"v")], NOW, &mut out, &mut Scratch::default());
         prop_assert!(matches!(out.results[0], Response::Value { flags: 42, .. }), "{:?}", out.results[0]);
         // The model's floats pass through f64, which quiets a signalling NaN's payload.
         prop_assert_eq!(
@@ -309,7 +310,7 @@ proptest! {
 
 #[test]
 fn a_missing_key_is_not_found_and_nothing_is_created() {
-    let mut e = engine();
+    let e = engine();
     let v = Vector {
         elem: Elem::U8,
         call: VectorCall::Reduce(ReduceOp::Sum),
@@ -319,6 +320,7 @@ fn a_missing_key_is_not_found_and_nothing_is_created() {
         &[Request::vector(b"nope", v, &[]), Request::get(b"nope")],
         NOW,
         &mut out,
+        &mut Scratch::default(),
     );
     assert_eq!(out.results, [Response::NotFound, Response::Miss]);
     assert_eq!(e.stats().vector_misses, 1);
@@ -326,7 +328,7 @@ fn a_missing_key_is_not_found_and_nothing_is_created() {
 
 #[test]
 fn integer_sums_print_exactly() {
-    let mut e = engine();
+    let e = engine();
     let v = [0xffu8; 64];
     let mut out = Responses::default();
     let sum = |elem| Vector {
@@ -341,6 +343,7 @@ fn integer_sums_print_exactly() {
         ],
         NOW,
         &mut out,
+        &mut Scratch::default(),
     );
     assert_eq!(
         out.results[1],
@@ -353,11 +356,11 @@ fn integer_sums_print_exactly() {
 fn regression_setting_a_signalling_nan_keeps_its_bits() {
     // The engine stores a float's bits as given; only the test's model, going through f64,
     // quieted them (and failed about one CI run in 250).
-    let mut e = engine();
+    let e = engine();
     let mut out = Responses::default();
     let mut r = Request::set(b"v", &[0, 0, 0, 0]);
     r.flags = 42;
-    e.execute(&[r], NOW, &mut out);
+    e.execute(&[r], NOW, &mut out, &mut Scratch::default());
     let set = Vector {
         elem: Elem::F32,
         call: VectorCall::Update {
@@ -371,6 +374,7 @@ fn regression_setting_a_signalling_nan_keeps_its_bits() {
         &[Request::vector(b"v", set, &[]), Request::get(b"v")],
         NOW,
         &mut out,
+        &mut Scratch::default(),
     );
     assert_eq!(out.results[0], Response::Updated);
     assert_eq!(&out.value(&out.results[1])[..], &[0x01, 0x00, 0x80, 0x7F]);

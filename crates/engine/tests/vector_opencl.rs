@@ -1,6 +1,7 @@
 //! Differential test of the OpenCL vector-update kernels (`vector.cl`) against the CPU
 //! engine, on PoCL in CI: the same updates on the same values, byte-identical results.
 
+use hkv_engine::Scratch;
 use hkv_engine::{
     Backend, Elem, Engine, EngineConfig, Request, Response, Responses, UpdateOp, Vector,
     VectorCall, VectorPlacement,
@@ -41,23 +42,33 @@ fn engine(backend: Backend, placement: VectorPlacement) -> Engine {
 }
 
 /// Runs the updates on `value` and returns what the engine holds afterwards.
-fn run(e: &mut Engine, value: &[u8], ups: &[(Vector, Vec<u8>)]) -> Vec<u8> {
+fn run(e: &Engine, value: &[u8], ups: &[(Vector, Vec<u8>)]) -> Vec<u8> {
     let mut out = Responses::default();
-    e.execute(&[Request::set(b"v", value)], NOW, &mut out);
+    e.execute(
+        &[Request::set(b"v", value)],
+        NOW,
+        &mut out,
+        &mut Scratch::default(),
+    );
     assert_eq!(out.results[0], Response::Stored);
     let reqs: Vec<Request<'_>> = ups
         .iter()
         .map(|(v, operand)| Request::vector(b"v", *v, operand))
         .collect();
     let mut out = Responses::default();
-    e.execute(&reqs, NOW, &mut out);
+    e.execute(&reqs, NOW, &mut out, &mut Scratch::default());
     assert!(
         out.results.iter().all(|r| *r == Response::Updated),
         "{:?}",
         out.results
     );
     let mut out = Responses::default();
-    e.execute(&[Request::get(b"v")], NOW, &mut out);
+    e.execute(
+        &[Request::get(b"v")],
+        NOW,
+        &mut out,
+        &mut Scratch::default(),
+    );
     out.value(&out.results[0]).to_vec()
 }
 
@@ -92,10 +103,10 @@ proptest! {
                 (Vector { elem, call: VectorCall::Update { op, scalar, old: false } }, operand)
             })
             .collect();
-        let mut cpu = engine(Backend::Cpu, VectorPlacement::Cpu);
-        let mut dev = engine(Backend::OpenCl(None), VectorPlacement::Device);
-        let want = run(&mut cpu, &value, &ups);
-        let got = run(&mut dev, &value, &ups);
+        let cpu = engine(Backend::Cpu, VectorPlacement::Cpu);
+        let dev = engine(Backend::OpenCl(None), VectorPlacement::Device);
+        let want = run(&cpu, &value, &ups);
+        let got = run(&dev, &value, &ups);
         prop_assert_eq!(dev.stats().vector_device_ops, ups.len() as u64, "the kernels ran");
         prop_assert_eq!(canonical_nans(elem, got), canonical_nans(elem, want), "{:?}", elem);
     }
@@ -106,8 +117,8 @@ fn auto_placement_sends_updates_where_the_model_is_cheaper() {
     if !have_device() {
         return;
     }
-    let mut e = engine(Backend::OpenCl(None), VectorPlacement::Auto);
-    let (p, from) = e.partitions()[0].vector_placement();
+    let e = engine(Backend::OpenCl(None), VectorPlacement::Auto);
+    let (p, from) = e.partition(0).vector_placement();
     assert_eq!(p, VectorPlacement::Auto);
     // Which sizes go to the device is a timing (in a release build on PoCL: none, the CPU
     // loop wins at every size); what must hold is that the model's crossing is obeyed. The
@@ -123,11 +134,7 @@ fn auto_placement_sends_updates_where_the_model_is_cheaper() {
     match from {
         Some(0) => {}
         Some(n) => {
-            run(
-                &mut e,
-                &vec![0; (n / 2).min(512 << 10)],
-                &[(add, Vec::new())],
-            );
+            run(&e, &vec![0; (n / 2).min(512 << 10)], &[(add, Vec::new())]);
             assert_eq!(
                 e.stats().vector_device_ops,
                 0,
@@ -135,7 +142,7 @@ fn auto_placement_sends_updates_where_the_model_is_cheaper() {
             );
         }
         None => {
-            run(&mut e, &vec![0; 512 << 10], &[(add, Vec::new())]);
+            run(&e, &vec![0; 512 << 10], &[(add, Vec::new())]);
             assert_eq!(
                 e.stats().vector_device_ops,
                 0,
@@ -145,10 +152,10 @@ fn auto_placement_sends_updates_where_the_model_is_cheaper() {
     }
     // The call above refitted the CPU's line from its own timing, which moves the crossing:
     // read again, and go well past it (a crossing past the largest item cannot be tried).
-    let (_, from) = e.partitions()[0].vector_placement();
+    let (_, from) = e.partition(0).vector_placement();
     if let Some(n) = from.filter(|&n| n <= 256 << 10) {
         let n = (2 * n).max(64);
-        assert_eq!(run(&mut e, &vec![0; n], &[(add, Vec::new())]), vec![1; n]);
+        assert_eq!(run(&e, &vec![0; n], &[(add, Vec::new())]), vec![1; n]);
         assert_eq!(
             e.stats().vector_device_ops,
             1,
@@ -157,7 +164,7 @@ fn auto_placement_sends_updates_where_the_model_is_cheaper() {
     }
     let e = engine(Backend::Cpu, VectorPlacement::Device);
     assert_eq!(
-        e.partitions()[0].vector_placement().1,
+        e.partition(0).vector_placement().1,
         None,
         "no device, no kernels"
     );

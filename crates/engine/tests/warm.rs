@@ -6,6 +6,7 @@
 mod common;
 
 use common::backends;
+use hkv_engine::Scratch;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,10 +49,10 @@ fn config(backend: Backend, path: &Path, memory_bytes: usize) -> EngineConfig {
 /// key -> (value, flags, cas, expiry) as `gets` answers, or None for a miss.
 type Snapshot = BTreeMap<String, Option<(Vec<u8>, u32, u64, u32)>>;
 
-fn snapshot(e: &mut Engine, keys: &[String]) -> Snapshot {
+fn snapshot(e: &Engine, keys: &[String]) -> Snapshot {
     let reqs: Vec<Request> = keys.iter().map(|k| Request::gets(k.as_bytes())).collect();
     let mut out = Responses::default();
-    e.execute(&reqs, NOW, &mut out);
+    e.execute(&reqs, NOW, &mut out, &mut Scratch::default());
     keys.iter()
         .zip(&out.results)
         .map(|(k, r)| {
@@ -67,7 +68,7 @@ fn snapshot(e: &mut Engine, keys: &[String]) -> Snapshot {
 }
 
 /// Sets, overwrites, deletes and increments over `n` keys of many sizes.
-fn fill(e: &mut Engine, n: usize) -> Vec<String> {
+fn fill(e: &Engine, n: usize) -> Vec<String> {
     let keys: Vec<String> = (0..n).map(|i| format!("key:{i}")).collect();
     // Every 97th value is past the 64 KiB pages: chained (and overwritten, so some retired
     // chains wait at the save too).
@@ -100,7 +101,7 @@ fn fill(e: &mut Engine, n: usize) -> Vec<String> {
                 )
             })
             .collect();
-        e.execute(&reqs, NOW, &mut out);
+        e.execute(&reqs, NOW, &mut out, &mut Scratch::default());
     }
     let mut out = Responses::default();
     let dels: Vec<Request> = keys
@@ -108,15 +109,15 @@ fn fill(e: &mut Engine, n: usize) -> Vec<String> {
         .step_by(7)
         .map(|k| Request::delete(k.as_bytes()))
         .collect();
-    e.execute(&dels, NOW, &mut out);
+    e.execute(&dels, NOW, &mut out, &mut Scratch::default());
     let counters: Vec<Request> = (0..20)
         .map(|i| Request::set(keys[i * 11 + 1].as_bytes(), b"41"))
         .collect();
-    e.execute(&counters, NOW, &mut out);
+    e.execute(&counters, NOW, &mut out, &mut Scratch::default());
     let incrs: Vec<Request> = (0..20)
         .map(|i| Request::incr(keys[i * 11 + 1].as_bytes(), 1))
         .collect();
-    e.execute(&incrs, NOW, &mut out);
+    e.execute(&incrs, NOW, &mut out, &mut Scratch::default());
     keys
 }
 
@@ -124,13 +125,13 @@ fn fill(e: &mut Engine, n: usize) -> Vec<String> {
 fn a_saved_engine_comes_back_with_every_item_as_it_was() {
     for b in backends() {
         let path = file(&format!("roundtrip-{b:?}"));
-        let mut e = Engine::new(&config(b, &path, 32 << 20)).unwrap();
-        let keys = fill(&mut e, 4000);
+        let e = Engine::new(&config(b, &path, 32 << 20)).unwrap();
+        let keys = fill(&e, 4000);
         assert!(
             e.pending_writes() > 0,
             "no delayed index write was in flight"
         );
-        let before = snapshot(&mut e, &keys);
+        let before = snapshot(&e, &keys);
         assert!(before.values().filter(|v| v.is_some()).count() > 2000);
         let chained = before
             .values()
@@ -142,10 +143,10 @@ fn a_saved_engine_comes_back_with_every_item_as_it_was() {
         drop(e);
         assert!(meta_path(&path).exists());
 
-        let mut e = Engine::new(&config(b, &path, 32 << 20)).unwrap();
+        let e = Engine::new(&config(b, &path, 32 << 20)).unwrap();
         assert!(!meta_path(&path).exists(), "the metadata is used once");
         assert_eq!(e.store_stats().curr_items, saved.items);
-        let after = snapshot(&mut e, &keys);
+        let after = snapshot(&e, &keys);
         assert_eq!(before, after, "{b:?}: items differ after the warm restart");
 
         // Writes go on: a new version gets a CAS above the old one, and free chunks are
@@ -153,16 +154,21 @@ fn a_saved_engine_comes_back_with_every_item_as_it_was() {
         let k = keys.iter().find(|k| before[*k].is_some()).unwrap();
         let old_cas = before[k].as_ref().unwrap().2;
         let mut out = Responses::default();
-        e.execute(&[Request::set(k.as_bytes(), b"new")], NOW, &mut out);
-        let now = snapshot(&mut e, std::slice::from_ref(k));
+        e.execute(
+            &[Request::set(k.as_bytes(), b"new")],
+            NOW,
+            &mut out,
+            &mut Scratch::default(),
+        );
+        let now = snapshot(&e, std::slice::from_ref(k));
         assert!(now[k].as_ref().unwrap().2 > old_cas);
         let fresh: Vec<String> = (0..2000).map(|i| format!("fresh:{i}")).collect();
         let reqs: Vec<Request> = fresh
             .iter()
             .map(|k| Request::set(k.as_bytes(), b"x"))
             .collect();
-        e.execute(&reqs, NOW, &mut out);
-        let again = snapshot(&mut e, &keys);
+        e.execute(&reqs, NOW, &mut out, &mut Scratch::default());
+        let again = snapshot(&e, &keys);
         for key in &keys {
             if key != k {
                 assert_eq!(again[key], before[key], "{key} changed by later writes");
@@ -179,14 +185,14 @@ fn a_saved_engine_comes_back_with_every_item_as_it_was() {
 
 fn saved_engine(tag: &str) -> (PathBuf, Snapshot, Vec<String>) {
     let path = file(tag);
-    let mut e = Engine::new(&config(Backend::Cpu, &path, 32 << 20)).unwrap();
-    let keys = fill(&mut e, 1000);
-    let snap = snapshot(&mut e, &keys);
+    let e = Engine::new(&config(Backend::Cpu, &path, 32 << 20)).unwrap();
+    let keys = fill(&e, 1000);
+    let snap = snapshot(&e, &keys);
     e.save_memory_file().unwrap();
     (path, snap, keys)
 }
 
-fn is_empty(e: &mut Engine, keys: &[String]) -> bool {
+fn is_empty(e: &Engine, keys: &[String]) -> bool {
     e.store_stats().curr_items == 0 && snapshot(e, keys).values().all(|v| v.is_none())
 }
 
@@ -194,15 +200,15 @@ fn is_empty(e: &mut Engine, keys: &[String]) -> bool {
 fn other_settings_start_empty() {
     let (path, _, keys) = saved_engine("settings");
     // Another -m.
-    let mut e = Engine::new(&config(Backend::Cpu, &path, 40 << 20)).unwrap();
-    assert!(is_empty(&mut e, &keys));
+    let e = Engine::new(&config(Backend::Cpu, &path, 40 << 20)).unwrap();
+    assert!(is_empty(&e, &keys));
     drop(e);
 
     let (path, _, keys) = saved_engine("partitions");
     let mut c = config(Backend::Cpu, &path, 32 << 20);
     c.partitions = 3;
-    let mut e = Engine::new(&c).unwrap();
-    assert!(is_empty(&mut e, &keys));
+    let e = Engine::new(&c).unwrap();
+    assert!(is_empty(&e, &keys));
     let _ = std::fs::remove_file(&path);
 }
 
@@ -226,8 +232,8 @@ fn a_page_changed_after_the_save_starts_empty() {
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[page as usize + 200] ^= 0x55;
     std::fs::write(&path, &bytes).unwrap();
-    let mut e = Engine::new(&config(Backend::Cpu, &path, 32 << 20)).unwrap();
-    assert!(is_empty(&mut e, &keys));
+    let e = Engine::new(&config(Backend::Cpu, &path, 32 << 20)).unwrap();
+    assert!(is_empty(&e, &keys));
     assert!(before.values().any(|v| v.is_some()));
     let _ = std::fs::remove_file(&path);
 }
@@ -240,8 +246,8 @@ fn torn_or_foreign_metadata_is_refused() {
     std::fs::write(&meta, &text[..text.len() / 2]).unwrap();
     assert!(take_image(&path).is_err());
     assert!(!meta.exists(), "refused metadata is removed too");
-    let mut e = Engine::new(&config(Backend::Cpu, &path, 32 << 20)).unwrap();
-    assert!(is_empty(&mut e, &keys));
+    let e = Engine::new(&config(Backend::Cpu, &path, 32 << 20)).unwrap();
+    assert!(is_empty(&e, &keys));
     drop(e);
 
     // A well-formed file from another version.

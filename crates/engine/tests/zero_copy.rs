@@ -2,15 +2,14 @@
 //! pin shows are those the GET found, whatever the key goes through while a send reads them.
 
 use hkv_engine::{
-    Elem, EngineConfig, Request, Response, Responses, Scratch, SharedEngine, UpdateOp, Vector,
-    VectorCall,
+    Elem, Engine, EngineConfig, Request, Response, Responses, Scratch, UpdateOp, Vector, VectorCall,
 };
 
 const NOW: u32 = 1_700_000_000;
 const MIN: usize = 4096;
 
-fn engine(mb: usize) -> SharedEngine {
-    SharedEngine::new(&EngineConfig {
+fn engine(mb: usize) -> Engine {
+    Engine::new(&EngineConfig {
         memory_bytes: mb << 20,
         partitions: 2,
         zero_copy_min: MIN,
@@ -23,14 +22,14 @@ fn value(n: usize, seed: u8) -> Vec<u8> {
     (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
 }
 
-fn exec(e: &SharedEngine, reqs: &[Request<'_>]) -> Responses {
+fn exec(e: &Engine, reqs: &[Request<'_>]) -> Responses {
     let mut out = Responses::default();
     e.execute(reqs, NOW, &mut out, &mut Scratch::default());
     out
 }
 
 /// GETs `key`; the pin (if the value was pinned) and the value.
-fn get(e: &SharedEngine, key: &[u8]) -> (Option<hkv_engine::Pinned>, Option<Vec<u8>>) {
+fn get(e: &Engine, key: &[u8]) -> (Option<hkv_engine::Pinned>, Option<Vec<u8>>) {
     let out = exec(e, &[Request::get(key)]);
     let r = out.results[0];
     match r {
@@ -152,7 +151,7 @@ fn incr_of_a_pinned_counter_is_not_lost() {
     // Regression (review of the zero-copy change): incr wrote a same-length number in
     // place, and a pinned value refuses in-place writes, so the reply said 2 and the value
     // stayed 1. Pinned from the first byte here, so a counter is pinned.
-    let e = SharedEngine::new(&EngineConfig {
+    let e = Engine::new(&EngineConfig {
         memory_bytes: 16 << 20,
         partitions: 1,
         zero_copy_min: 1,

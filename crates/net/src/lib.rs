@@ -36,7 +36,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use hkv_engine::SharedEngine;
+use hkv_engine::Engine;
 use mio::{Poll, Token, Waker};
 
 pub use config::{AcceptMode, Binding, IoMode, NetConfig};
@@ -80,14 +80,14 @@ const ACCEPT_WAKE: Token = Token(1);
 
 impl Server {
     /// Binds and starts the acceptor and workers.
-    pub fn start(engine: SharedEngine, config: NetConfig) -> Result<Server, NetError> {
+    pub fn start(engine: Engine, config: NetConfig) -> Result<Server, NetError> {
         Self::start_after_bind(engine, config, || Ok(()))
     }
 
     /// [`Server::start`], running `bound` once every socket is bound and before any thread
     /// serves: `-u` drops root there, so no client is ever served with root's rights.
     pub fn start_after_bind(
-        engine: SharedEngine,
+        engine: Engine,
         config: NetConfig,
         bound: impl FnOnce() -> std::io::Result<()>,
     ) -> Result<Server, NetError> {
@@ -269,7 +269,7 @@ impl Server {
     /// Waits until every thread has stopped, then hands `f` the engine, quiet, and whether
     /// the stop was a graceful one (SIGUSR1 through [`Stopper::stop_graceful`], or
     /// `shutdown graceful`): the moment to save a warm-restart memory file.
-    pub fn wait_then<R>(self, f: impl FnOnce(&SharedEngine, bool) -> R) -> R {
+    pub fn wait_then<R>(self, f: impl FnOnce(&Engine, bool) -> R) -> R {
         for t in self.threads {
             let _ = t.join();
         }

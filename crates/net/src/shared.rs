@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use hkv_engine::SharedEngine;
+use hkv_engine::Engine;
 use mio::Waker;
 
 use crate::config::NetConfig;
@@ -14,7 +14,7 @@ pub(crate) type Workers = Vec<(std::sync::mpsc::Sender<crate::stream::Stream>, A
 
 /// What workers share.
 pub(crate) struct Shared {
-    pub engine: SharedEngine,
+    pub engine: Engine,
     pub config: NetConfig,
     pub stats: ServerStats,
     /// Counter values at the last `stats reset`.

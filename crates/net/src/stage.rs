@@ -19,7 +19,7 @@
 
 use std::sync::atomic::Ordering;
 
-use hkv_engine::SharedEngine;
+use hkv_engine::Engine;
 
 /// Data blocks of at least this many bytes are received into item memory once their
 /// command line is in (`Limits::stage_min`); smaller ones are buffered, which costs less
@@ -31,7 +31,7 @@ use crate::shared::Shared;
 
 /// RV: moves the bytes of `c`'s data block that have arrived into its item memory, and
 /// takes them out of the input buffer.
-pub(crate) fn rv_drain_body(c: &mut Conn, engine: &SharedEngine) {
+pub(crate) fn rv_drain_body(c: &mut Conn, engine: &Engine) {
     let Some(b) = c.body.as_mut() else {
         return;
     };

@@ -5,7 +5,7 @@ mod config;
 mod values;
 
 use clap::Parser;
-use hkv_engine::{EngineConfig, SharedEngine};
+use hkv_engine::{Engine, EngineConfig};
 use hkv_net::{NetConfig, Server};
 use hkv_proto::text::Limits;
 use tracing_subscriber::layer::SubscriberExt;
@@ -118,7 +118,7 @@ fn main() -> anyhow::Result<()> {
     });
     let memory = settings.memory_mb << 20;
     let page_size = settings.page_size();
-    let engine = SharedEngine::new(&EngineConfig {
+    let engine = Engine::new(&EngineConfig {
         memory_bytes: memory,
         partitions: settings.partitions() as u32,
         page_size,

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-use super::{Scratch, SharedEngine};
+use super::{Engine, Scratch};
 use crate::partition::BatchTiming;
 use crate::schedule::{Arrived, Sample, ScheduleStats, Scheduler};
 
@@ -13,7 +13,7 @@ use crate::schedule::{Arrived, Sample, ScheduleStats, Scheduler};
 /// was timed): each telling takes the scheduler's lock, which every worker shares.
 const OBSERVE_AT_MOST_EVERY: u64 = 16;
 
-impl SharedEngine {
+impl Engine {
     fn scheduler(&self) -> MutexGuard<'_, Scheduler> {
         self.scheduler
             .lock()

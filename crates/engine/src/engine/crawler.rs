@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::SharedEngine;
+use super::Engine;
 
 /// `lru_crawler` state: hkv's crawler is the partitions' expiry sweep plus crawls run on
 /// request, inline.
@@ -45,7 +45,7 @@ impl Default for Crawler {
     }
 }
 
-impl SharedEngine {
+impl Engine {
     /// `lru_crawler crawl`: frees every expired item of `classes` (0-based; all when `None`)
     /// in every partition now. `Err` when the crawler is disabled. Returns how many it freed.
     pub fn crawl(&self, classes: Option<&[usize]>, now: u32) -> Result<u64, CrawlerDisabled> {

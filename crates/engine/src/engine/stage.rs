@@ -4,9 +4,9 @@
 use hkv_index::hash_key;
 use hkv_types::Staged;
 
-use super::SharedEngine;
+use super::Engine;
 
-impl SharedEngine {
+impl Engine {
     /// MM ahead of a command: takes item memory for a value of `value_len` bytes for `key`
     /// so that its bytes can be received into it (`fill_staged`) and the command then store
     /// it (`Request::staged`). None if memory cannot be had now.
