@@ -15,8 +15,18 @@
 //! item, so RD on the same processor finds it in cache; RD on the other one loads it again.
 //! RD's lines are therefore kept per processor of the KC before it, and KC and RD are
 //! chosen together (`choose_reads`), for the least KC + RD time.
+//!
+//! Nor is a call independent of the device calls before it in the same engine batch: where
+//! the device is the host's cores (PoCL), its workers are still awake after a call, and a
+//! device KC right after a device search cost less than one that starts a batch, while a
+//! line fitted to both mixed them (measured with `hkv-bench placement`, 2026-11-27: every
+//! placement with KC or RD on the device predicted 2-3% fast where the search ran on the
+//! CPU and 1-2% slow where it ran on the device, in four passes of 24 workloads). So each
+//! task also has lines for calls that follow a device call in the same batch
+//! (`after_device`), seeded from its first-call lines and then fitted apart.
 
 mod aftermath;
+mod reads;
 mod report;
 
 use crate::policy::{Choice, Placement, Proc, Task, TASKS};
@@ -158,6 +168,28 @@ impl ProcPair {
     pub fn record_prior(&mut self, proc: Proc, n: usize, ns: f64) {
         self.fits[proc.slot()].record_weighted(n as f64, ns, PRIOR_WEIGHT);
     }
+
+    /// [`ProcPair::record`] on a line that, if nothing has been recorded on it yet, starts
+    /// as `seed`'s, weighing at most one call: its slope holds until calls of other sizes
+    /// come.
+    fn record_seeded(&mut self, seed: &ProcPair, proc: Proc, n: usize, ns: f64) {
+        let fit = &mut self.fits[proc.slot()];
+        if fit.samples() == 0.0 {
+            // A seed of calibration alone keeps its own (smaller) weight.
+            let seed = seed.fits[proc.slot()];
+            *fit = seed.scaled_to(seed.samples().min(1.0));
+        }
+        fit.record(n as f64, ns);
+    }
+
+    /// Takes `other`'s line of each processor that has been fitted.
+    fn take_fitted(&mut self, other: &ProcPair) {
+        for (mine, theirs) in self.fits.iter_mut().zip(&other.fits) {
+            if theirs.samples() > 0.0 {
+                *mine = *theirs;
+            }
+        }
+    }
 }
 
 /// Whether a slower processor may be tried now (and if so, not again for [`EXPLORE_EVERY`]).
@@ -172,8 +204,14 @@ fn explore_now(gate: &mut Option<std::time::Instant>) -> bool {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CostModel {
-    /// Each task's lines; RD's are those after a KC on the CPU.
+    /// Each task's lines for calls with no device call before them in their engine batch;
+    /// RD's are those after a KC on the CPU.
     tasks: [ProcPair; TASKS],
+    /// The same for calls after a device call in their engine batch (see the module); a
+    /// line no such call has refitted yet is its task's first-call line.
+    after_device: [ProcPair; TASKS],
+    /// A device call has run in the engine batch under way.
+    device_ran: bool,
     /// RD's lines after a KC on the device (task affinity: see the module).
     rd_after_device_kc: ProcPair,
     /// No other processor is tried before this ([`EXPLORE_EVERY`]).
@@ -192,27 +230,59 @@ pub(crate) struct CostModel {
 }
 
 impl CostModel {
-    /// Predicted nanoseconds of a batch of `n` queries of `task` on `proc`.
-    pub fn predict(&self, task: Task, proc: Proc, n: usize) -> f64 {
-        self.tasks[task.slot()].predict(proc, n)
+    /// `task`'s lines for a call after a device call in its batch (`after_device`) or not.
+    fn lines(&self, task: Task, after_device: bool) -> ProcPair {
+        let mut pair = self.tasks[task.slot()];
+        if after_device {
+            pair.take_fitted(&self.after_device[task.slot()]);
+        }
+        pair
     }
 
-    /// What a batch of `n` of `task` on `proc` costs its engine batch: the prediction and,
-    /// on the device, its aftermath.
+    /// Refits `task`'s line on `proc` for a call after a device call or not; a line after
+    /// a device call starts as a copy of the first-call line, weighing one call.
+    fn record(&mut self, task: Task, proc: Proc, after_device: bool, n: usize, ns: f64) {
+        let slot = task.slot();
+        if after_device {
+            let first = self.tasks[slot];
+            self.after_device[slot].record_seeded(&first, proc, n, ns);
+        } else {
+            self.tasks[slot].record(proc, n, ns);
+        }
+    }
+
+    /// Predicted nanoseconds of a batch of `n` queries of `task` on `proc`, after a device
+    /// call in the same engine batch or not.
+    pub fn predict(&self, task: Task, proc: Proc, after_device: bool, n: usize) -> f64 {
+        self.lines(task, after_device).predict(proc, n)
+    }
+
+    /// What a batch of `n` of `task` on `proc` would cost its engine batch now: the
+    /// prediction and, on the device, its aftermath.
     pub fn cost(&self, task: Task, proc: Proc, n: usize) -> f64 {
-        self.tasks[task.slot()].cost(proc, n)
+        self.lines(task, self.device_ran).cost(proc, n)
     }
 
-    /// An engine batch starts; [`CostModel::end_batch`] when it is done.
-    pub fn begin_batch(&mut self) {
-        self.aftermath.begin();
+    /// An engine batch starts (timed: its time will be given to
+    /// [`CostModel::end_batch`]).
+    pub fn begin_batch(&mut self, timed: bool) {
+        self.device_ran = false;
+        if timed {
+            self.aftermath.begin();
+        }
     }
 
-    /// An engine batch of `requests` took `ns`: refits what device calls cost around them.
-    pub fn end_batch(&mut self, requests: usize, ns: f64) {
+    /// An engine batch of `requests` is done; timed, it took `ns`, and refits what device
+    /// calls cost around them. Device calls from now until the next batch (delayed writes
+    /// applied by an idle worker, a slab move) are first calls again.
+    pub fn end_batch(&mut self, requests: usize, ns: Option<f64>) {
+        self.device_ran = false;
+        let Some(ns) = ns else {
+            return;
+        };
         self.aftermath.end(requests, ns);
         let k = self.aftermath.k();
-        for pair in self.tasks.iter_mut() {
+        for pair in self.tasks.iter_mut().chain(self.after_device.iter_mut()) {
             pair.aftermath = k;
         }
         self.rd_after_device_kc.aftermath = k;
@@ -228,9 +298,9 @@ impl CostModel {
         self.tasks[task.slot()].knows()
     }
 
-    /// The cheaper processor for a batch of `n`.
+    /// The cheaper processor for a batch of `n` now.
     pub fn best(&self, task: Task, n: usize) -> Proc {
-        self.tasks[task.slot()].best(n)
+        self.lines(task, self.device_ran).best(n)
     }
 
     /// Where a batch of `n` runs under `placement`: forced, or the model's choice with an
@@ -239,8 +309,11 @@ impl CostModel {
         match placement.of(task) {
             Choice::Forced(p) => p,
             Choice::Auto => {
+                let mut pair = self.lines(task, self.device_ran);
                 let gate = &mut self.explore_after;
-                self.tasks[task.slot()].choose_auto_when(n, || explore_now(gate))
+                let proc = pair.choose_auto_when(n, || explore_now(gate));
+                self.tasks[task.slot()].since_explore = pair.since_explore;
+                proc
             }
         }
     }
@@ -257,128 +330,29 @@ impl CostModel {
 
     /// A timed batch: refits the line and keeps score of the prediction.
     pub fn observe(&mut self, task: Task, proc: Proc, n: usize, ns: f64) {
+        let after_device = self.device_ran;
         if self.knows(task) {
-            let predicted = self.predict(task, proc, n);
-            self.predicted_ns += predicted;
-            self.measured_ns += ns;
-            self.abs_error_ns += (predicted - ns).abs();
+            self.score(self.predict(task, proc, after_device, n), ns);
         }
         self.batches[task.slot()][proc.slot()] += 1;
         self.queries[task.slot()][proc.slot()] += n as u64;
         self.aftermath.task(proc, ns);
-        self.tasks[task.slot()].record(proc, n, ns);
-        self.single[task.slot()] = self.best(task, 1);
+        self.record(task, proc, after_device, n, ns);
+        self.single[task.slot()] = self.lines(task, false).best(1);
+        self.device_ran |= proc == Proc::Device;
+    }
+
+    /// Keeps score of a prediction against the time measured.
+    fn score(&mut self, predicted: f64, ns: f64) {
+        self.predicted_ns += predicted;
+        self.measured_ns += ns;
+        self.abs_error_ns += (predicted - ns).abs();
     }
 
     /// A timed call outside the service (start-up calibration): a prior, not scored.
     pub fn calibrate(&mut self, task: Task, proc: Proc, n: usize, ns: f64) {
         self.tasks[task.slot()].record_prior(proc, n, ns);
-        self.single[task.slot()] = self.best(task, 1);
-    }
-
-    /// RD's lines after a KC on `kc`.
-    fn rd_pair(&mut self, kc: Proc) -> &mut ProcPair {
-        match kc {
-            Proc::Cpu => &mut self.tasks[Task::Rd.slot()],
-            Proc::Device => &mut self.rd_after_device_kc,
-        }
-    }
-
-    /// Predicted nanoseconds of RD of `n` reads on `proc` after their KC on `kc`.
-    pub fn predict_rd(&self, kc: Proc, proc: Proc, n: usize) -> f64 {
-        match kc {
-            Proc::Cpu => self.tasks[Task::Rd.slot()].predict(proc, n),
-            Proc::Device => self.rd_after_device_kc.predict(proc, n),
-        }
-    }
-
-    /// Where KC and RD of a group of `n` reads run: forced, or the pair with the least
-    /// predicted KC + RD time (task affinity), now and then another so every line stays
-    /// current (within the exploration budget, like every task).
-    pub fn choose_reads(&mut self, placement: &Placement, n: usize) -> (Proc, Proc) {
-        let procs = [Proc::Cpu, Proc::Device];
-        let kc_options: &[Proc] = match placement.of(Task::Kc) {
-            Choice::Forced(p) => &[p][..],
-            Choice::Auto => &procs[..],
-        };
-        let rd_best = |m: &CostModel, kc: Proc| -> (Proc, f64) {
-            let pair = match kc {
-                Proc::Cpu => &m.tasks[Task::Rd.slot()],
-                Proc::Device => &m.rd_after_device_kc,
-            };
-            match placement.of(Task::Rd) {
-                Choice::Forced(p) => (p, pair.cost(p, n)),
-                Choice::Auto if pair.knows() => {
-                    let p = pair.best(n);
-                    (p, pair.cost(p, n))
-                }
-                Choice::Auto => (Proc::Cpu, pair.cost(Proc::Cpu, n)),
-            }
-        };
-        let kc = if kc_options.len() == 1 || !self.knows(Task::Kc) {
-            kc_options[0]
-        } else {
-            let cost = |m: &CostModel, kc: Proc| m.cost(Task::Kc, kc, n) + rd_best(m, kc).1;
-            let (c, d) = (cost(self, Proc::Cpu), cost(self, Proc::Device));
-            let (best, b, o) = if d < c {
-                (Proc::Device, d, c)
-            } else {
-                (Proc::Cpu, c, d)
-            };
-            let gate = &mut self.explore_after;
-            self.tasks[Task::Kc.slot()].explore(best, b, o, || explore_now(gate))
-        };
-        let rd = match placement.of(Task::Rd) {
-            Choice::Forced(p) => p,
-            Choice::Auto => {
-                let gate = &mut self.explore_after;
-                let pair = match kc {
-                    Proc::Cpu => &mut self.tasks[Task::Rd.slot()],
-                    Proc::Device => &mut self.rd_after_device_kc,
-                };
-                pair.choose_auto_when(n, || explore_now(gate))
-            }
-        };
-        (kc, rd)
-    }
-
-    /// Where KC and RD of `n` reads would go under `auto` for both (no exploring).
-    pub fn best_reads(&self, n: usize) -> (Proc, Proc) {
-        let mut best = ((Proc::Cpu, Proc::Cpu), f64::INFINITY);
-        for kc in [Proc::Cpu, Proc::Device] {
-            for rd in [Proc::Cpu, Proc::Device] {
-                let rd_pair = match kc {
-                    Proc::Cpu => &self.tasks[Task::Rd.slot()],
-                    Proc::Device => &self.rd_after_device_kc,
-                };
-                let t = self.cost(Task::Kc, kc, n) + rd_pair.cost(rd, n);
-                let known = (kc == Proc::Cpu || self.knows(Task::Kc))
-                    && (rd == Proc::Cpu || rd_pair.knows());
-                if known && t < best.1 {
-                    best = ((kc, rd), t);
-                }
-            }
-        }
-        best.0
-    }
-
-    /// A timed RD after a KC on `kc`: like [`CostModel::observe`], on RD's lines for that.
-    pub fn observe_rd(&mut self, kc: Proc, proc: Proc, n: usize, ns: f64) {
-        if self.rd_pair(kc).knows() {
-            let predicted = self.predict_rd(kc, proc, n);
-            self.predicted_ns += predicted;
-            self.measured_ns += ns;
-            self.abs_error_ns += (predicted - ns).abs();
-        }
-        self.batches[Task::Rd.slot()][proc.slot()] += 1;
-        self.queries[Task::Rd.slot()][proc.slot()] += n as u64;
-        self.aftermath.task(proc, ns);
-        self.rd_pair(kc).record(proc, n, ns);
-    }
-
-    /// A timed RD outside the service (start-up calibration): a prior.
-    pub fn calibrate_rd(&mut self, kc: Proc, proc: Proc, n: usize, ns: f64) {
-        self.rd_pair(kc).record_prior(proc, n, ns);
+        self.single[task.slot()] = self.lines(task, false).best(1);
     }
 
     pub fn report(&self) -> PlacementReport {
@@ -448,7 +422,7 @@ mod tests {
         assert_eq!(m.best(Task::Search, 2000), Proc::Cpu);
         assert_eq!(m.best(Task::Search, 2500), Proc::Device);
         assert_eq!(m.best(Task::Search, 100_000), Proc::Device);
-        assert!((m.predict(Task::Search, Proc::Device, 1000) - 21_000.0).abs() < 1.0);
+        assert!((m.predict(Task::Search, Proc::Device, false, 1000) - 21_000.0).abs() < 1.0);
     }
 
     #[test]
@@ -491,12 +465,13 @@ mod tests {
         // In service a device search of ~76 reads takes 17 us, where calibration (an idle
         // device, other sizes) said 20 us: a few calls move the line there at once.
         for i in 0..8 {
+            m.begin_batch(false);
             m.observe(Task::Search, Proc::Device, 72 + i, 17_000.0);
         }
-        let at = m.predict(Task::Search, Proc::Device, 76);
+        let at = m.predict(Task::Search, Proc::Device, false, 76);
         assert!((at - 17_000.0).abs() < 400.0, "{at}");
         // ... and calibration still gives the slope beyond the sizes service ran.
-        assert!(m.predict(Task::Search, Proc::Device, 16_384) > at);
+        assert!(m.predict(Task::Search, Proc::Device, false, 16_384) > at);
     }
 
     #[test]
@@ -505,12 +480,50 @@ mod tests {
         assert_eq!(m.best(Task::Search, 4096), Proc::Device);
         // The device becomes busy: every launch now takes 200 us.
         for _ in 0..20_000 {
+            m.begin_batch(false);
             m.observe(Task::Search, Proc::Device, 4096, 200_000.0);
         }
         assert_eq!(m.best(Task::Search, 4096), Proc::Cpu);
         let r = m.report();
         assert_eq!(r.batches[0][1], 20_000);
         assert!(r.abs_error_ns > 0.0 && r.measured_ns > 0.0);
+    }
+
+    /// PoCL's workers are still awake after a device call: a device KC right after a
+    /// device search takes 8 us where one that starts its batch takes 21 us. Each is
+    /// predicted from its own line, and the choice follows where the KC stands.
+    #[test]
+    fn calls_after_a_device_call_in_their_batch_have_lines_of_their_own() {
+        let mut m = fitted();
+        for n in [1usize, 64, 1024, 4096] {
+            m.calibrate(Task::Kc, Proc::Cpu, n, 10.0 * n as f64);
+            m.calibrate(Task::Kc, Proc::Device, n, 20_000.0 + n as f64);
+        }
+        for i in 0..200 {
+            m.begin_batch(true);
+            let after_search = i % 2 == 0;
+            if after_search {
+                m.observe(Task::Search, Proc::Device, 1024, 21_024.0);
+            }
+            let ns = if after_search { 8_000.0 } else { 21_024.0 };
+            m.observe(Task::Kc, Proc::Device, 1024, ns);
+            m.end_batch(1024, Some(30_000.0));
+        }
+        let warm = m.predict(Task::Kc, Proc::Device, true, 1024);
+        let cold = m.predict(Task::Kc, Proc::Device, false, 1024);
+        assert!((warm - 8_000.0).abs() < 500.0, "{warm}");
+        assert!((cold - 21_024.0).abs() < 500.0, "{cold}");
+        // The CPU's KC of 1024 takes 10.2 us: cheaper than a first device call, dearer
+        // than one after the device's search.
+        m.begin_batch(true);
+        assert_eq!(m.best(Task::Kc, 1024), Proc::Cpu);
+        m.observe(Task::Search, Proc::Device, 1024, 21_024.0);
+        assert_eq!(m.best(Task::Kc, 1024), Proc::Device);
+        // A line no call after a device call has refitted is the first-call line.
+        assert_eq!(
+            m.predict(Task::Search, Proc::Device, true, 1024),
+            m.predict(Task::Search, Proc::Device, false, 1024)
+        );
     }
 
     #[test]
@@ -528,55 +541,6 @@ mod tests {
         slower.record(Proc::Device, 1000, 7000.0);
         assert_eq!(slower.device_from(), None, "steeper and dearer: never");
         assert_eq!(ProcPair::default().device_from(), None, "untimed: never");
-    }
-
-    /// KC alone is cheaper on the device, but RD after it on the CPU must load every item
-    /// again and RD on the device is slower still: KC and RD stay together on the CPU.
-    #[test]
-    fn task_affinity_keeps_kc_with_rd() {
-        let mut m = CostModel::default();
-        for n in [1usize, 64, 1024] {
-            let n_ = n as f64;
-            m.calibrate(Task::Kc, Proc::Cpu, n, 10.0 * n_);
-            m.calibrate(Task::Kc, Proc::Device, n, 5.0 * n_);
-            m.calibrate_rd(Proc::Cpu, Proc::Cpu, n, 2.0 * n_);
-            m.calibrate_rd(Proc::Cpu, Proc::Device, n, 50.0 * n_);
-            m.calibrate_rd(Proc::Device, Proc::Cpu, n, 20.0 * n_);
-            m.calibrate_rd(Proc::Device, Proc::Device, n, 50.0 * n_);
-        }
-        assert_eq!(
-            m.best(Task::Kc, 64),
-            Proc::Device,
-            "KC alone prefers the device"
-        );
-        assert_eq!(m.best_reads(64), (Proc::Cpu, Proc::Cpu));
-        let picks: Vec<(Proc, Proc)> = (0..10_000)
-            .map(|_| m.choose_reads(&Placement::AUTO, 64))
-            .collect();
-        let together = picks
-            .iter()
-            .filter(|&&p| p == (Proc::Cpu, Proc::Cpu))
-            .count();
-        // KC's and RD's explorations each stay within the budget (a KC try here costs about
-        // the best pair's time again: one in ~50).
-        assert!(together >= 9_700, "{together} of 10000 on the CPU together");
-        assert!(together < 10_000, "the other lines are never re-measured");
-        // Forced KC on the device: RD follows the lines after a device KC (CPU: 20 < 50).
-        let kc_dev: Placement = "KC=device".parse().unwrap();
-        assert_eq!(m.best_reads(64), (Proc::Cpu, Proc::Cpu));
-        let rd = (0..1000)
-            .filter(|_| m.choose_reads(&kc_dev, 64) == (Proc::Device, Proc::Cpu))
-            .count();
-        assert!(rd >= 950, "{rd}");
-        // When RD after a device KC turns cheap, the pair moves to the device.
-        for _ in 0..5000 {
-            m.observe_rd(Proc::Device, Proc::Device, 64, 64.0);
-        }
-        assert_eq!(m.best_reads(64), (Proc::Device, Proc::Device));
-        assert_eq!(
-            m.report().current_placement().of(Task::Kc),
-            Choice::Forced(Proc::Device)
-        );
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! one response per request, in request order.
 //!
 //! Work is split into hash partitions (MICA style): each [`Partition`] owns one index table
-//! and one slab store and is driven by one thread, so nothing on the hot path takes a lock.
-//! [`Engine`] holds all partitions, each behind a lock taken once per batch, for the threads
-//! that share them; [`Engine::into_partitions`] hands them out to threads that own one each.
+//! and one slab store and runs one batch at a time. [`Engine`] holds all partitions, each
+//! behind a lock taken once per batch (so a batch's hot path takes no other), for the
+//! threads that share them; [`Engine::into_partitions`] hands them out to threads that own
+//! one each and take no lock at all.
 
 mod clock;
 mod cost;

@@ -8,7 +8,7 @@ use crate::partition::{Partition, ValueBudget};
 
 /// Runs `reqs` on `n` partitions: each key's requests on its owner, in arrival order, each
 /// partition's share as one run. `with` gives access to partition `p` for the call it is
-/// handed (the shared engine locks it around that call). Appends one response per request.
+/// handed (the engine locks it around that call). Appends one response per request.
 pub(crate) fn run_batch(
     n: u32,
     reqs: &[Request<'_>],

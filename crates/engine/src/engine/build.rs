@@ -175,7 +175,8 @@ fn build_on(
         }
         part.set_placement(config.placement);
         part.calibrate_placement();
-        // Without a scheduler here, the bounds say whether batches are periodic (C > 0).
+        // Until the scheduler has seen batches, the bounds say whether they are periodic
+        // (C > 0); `Engine` then sets it before each batch from the scheduler's C.
         part.set_write_delay(part.device_writes() || config.schedule.min_us > 0.0);
         calibrated = Some(part.vector_calibration());
         if warm {

@@ -10,7 +10,7 @@ use crate::warm::MemoryFile;
 pub struct EngineConfig {
     /// The hard limit on memory for items, their metadata and the index (`--memory-mb`).
     pub memory_bytes: usize,
-    /// Hash partitions; one per engine thread.
+    /// Hash partitions (the server makes one per worker thread, fewer when memory is small).
     pub partitions: u32,
     pub page_size: usize,
     /// The longest value stored (`-I`); values past the largest chunk (a page) are chained.

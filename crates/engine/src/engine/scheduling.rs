@@ -1,4 +1,4 @@
-//! The shared engine's side of the batch scheduler (Mega-KV §5): what each worker's batches
+//! The engine's side of the batch scheduler (Mega-KV §5): what each worker's batches
 //! tell it, and how long a worker waits before its next batch.
 
 use std::sync::atomic::Ordering;

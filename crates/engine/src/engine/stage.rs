@@ -1,5 +1,5 @@
 //! Values received into item memory before their command runs (the network's staging):
-//! the shared engine's side, a lock of the key's partition around each step.
+//! the engine's side, a lock of the key's partition around each step.
 
 use hkv_index::hash_key;
 use hkv_types::Staged;

@@ -364,18 +364,14 @@ impl Index {
             self.clock()
         };
         self.batch_timed = t.is_some();
-        if t.is_some() {
-            self.model.begin_batch();
-        }
+        self.model.begin_batch(t.is_some());
         t
     }
 
     /// An engine batch of `requests` that started at `t` is done: the model learns what
     /// its device calls cost the rest of it.
     pub(crate) fn batch_end(&mut self, requests: usize, t: Option<Instant>) {
-        if let Some(t) = t {
-            self.model.end_batch(requests, ns(t));
-        }
+        self.model.end_batch(requests, t.map(ns));
     }
 
     /// Batches are timed wherever there is a device (counted in `stats hkv` even where the
