@@ -120,56 +120,36 @@ fn delta(a: &PlacementReport, b: &PlacementReport, t: Task) -> (u64, u64) {
     )
 }
 
-/// The read groups a partition forms from `stream` in engine batches of `batch`.
-#[derive(Clone, Copy, Debug, Default)]
-struct Groups {
-    /// Groups: one ends at `limit` reads, at the batch's end, and before a write to a key
-    /// it holds.
-    groups: u64,
-    /// Engine batches with a read (each has one first group).
-    batches: u64,
-    /// Of those, batches with no write (whose first group is the batch's first index call:
-    /// the writes' searches run before any read group).
-    without_writes: u64,
-}
-
-fn read_groups(stream: &Stream, batch: usize, limit: usize) -> Groups {
-    let mut g = Groups::default();
+/// The read groups a partition forms from `stream` in engine batches of `batch`: a group
+/// ends at `limit` reads, at the batch's end, and before a write to a key it holds.
+fn read_groups(stream: &Stream, batch: usize, limit: usize) -> u64 {
+    let mut groups = 0u64;
     let mut group: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
     let mut len = 0usize;
     for s in (0..stream.len()).step_by(batch) {
-        let before = g.groups;
-        let mut writes = false;
         for i in s..(s + batch).min(stream.len()) {
             let key = stream.key(i);
             if stream.is_get[i] {
                 group.insert(key);
                 len += 1;
                 if len >= limit {
-                    g.groups += 1;
+                    groups += 1;
                     group.clear();
                     len = 0;
                 }
-            } else {
-                writes = true;
-                if group.contains(key) {
-                    g.groups += 1;
-                    group.clear();
-                    len = 0;
-                }
+            } else if group.contains(key) {
+                groups += 1;
+                group.clear();
+                len = 0;
             }
         }
         if len > 0 {
-            g.groups += 1;
+            groups += 1;
             group.clear();
             len = 0;
         }
-        if g.groups > before {
-            g.batches += 1;
-            g.without_writes += u64::from(!writes);
-        }
     }
-    g
+    groups
 }
 
 /// The placement with the highest predicted throughput.
@@ -262,9 +242,8 @@ fn workload(
     // an engine batch at once instead, and the writes' batches stay as they were. Either
     // way a group also ends where a write to one of its keys arrives (each key's order),
     // which under skew cuts an engine batch's reads into many groups.
-    let whole_groups = read_groups(&stream, batch, usize::MAX);
-    let read_batches = whole_groups.groups;
-    let cpu_groups = read_groups(&stream, batch, READ_GROUP).groups;
+    let read_batches = read_groups(&stream, batch, usize::MAX);
+    let cpu_groups = read_groups(&stream, batch, READ_GROUP);
     let reads = stream.is_get.iter().filter(|&&g| g).count() as u64;
     let (ref_b, ref_q) = per_task[Task::Search as usize];
     let write_searches = (
@@ -297,44 +276,22 @@ fn workload(
         // engine batch's reads at once (a group ends only at a write to one of its keys);
         // with all of them on the CPU, groups of READ_GROUP as in the reference.
         let dev = |t| pl.of(t) == Choice::Forced(Proc::Device);
-        let search_dev = dev(Task::Search);
-        let whole = search_dev || dev(Task::Kc) || dev(Task::Rd);
-        // A batch's calls run in this order: its writes' searches, then each read group's
-        // search, KC and RD. A call after a device call in its batch has lines of its own.
-        // With the search on the device, a read group's search follows one unless it is
-        // the first group of a batch without writes, and its KC and RD always do; with only
-        // KC or RD there, every group but a batch's first follows the group before it.
-        let share = |n: u64| 1.0 - n as f64 / read_batches.max(1) as f64;
-        let (search_after, items_after) = match (search_dev, whole) {
-            (true, _) => (share(whole_groups.without_writes), 1.0),
-            (false, true) => (share(whole_groups.batches), share(whole_groups.batches)),
-            (false, false) => (0.0, 0.0),
-        };
+        let whole = dev(Task::Search) || dev(Task::Kc) || dev(Task::Rd);
         for t in Task::ALL {
             let Choice::Forced(proc) = pl.of(t) else {
                 continue;
             };
-            // (batches, queries, share of them after a device call in their batch)
             let parts = match t {
-                Task::Search if whole => vec![
-                    (read_batches, reads, search_after),
-                    (write_searches.0, write_searches.1, 0.0),
-                ],
-                Task::Kc | Task::Rd if whole => vec![(read_batches, reads, items_after)],
-                _ => {
-                    let (b, q) = per_task[t as usize];
-                    vec![(b, q, 0.0)]
-                }
+                Task::Search if whole => vec![(read_batches, reads), write_searches],
+                Task::Kc | Task::Rd if whole => vec![(read_batches, reads)],
+                _ => vec![per_task[t as usize]],
             };
-            for (b, q, after) in parts.into_iter().filter(|&(b, _, _)| b > 0) {
+            for (b, q) in parts.into_iter().filter(|&(b, _)| b > 0) {
                 let m = (q / b) as usize;
-                let at = |after_device| match (t, pl.of(Task::Kc)) {
-                    (Task::Rd, Choice::Forced(kc)) => {
-                        p.placement_predict_rd(kc, proc, after_device, m)
-                    }
-                    _ => p.placement_predict(t, proc, after_device, m),
+                let one = match (t, pl.of(Task::Kc)) {
+                    (Task::Rd, Choice::Forced(kc)) => p.placement_predict_rd(kc, proc, m),
+                    _ => p.placement_predict(t, proc, m),
                 };
-                let one = (1.0 - after) * at(false) + after * at(true);
                 let task_ns = b as f64 * one;
                 ns += task_ns;
                 if proc == Proc::Device {
@@ -361,13 +318,13 @@ fn workload(
                 };
                 let (cpu, dev) = if t == Task::Rd {
                     (
-                        p.placement_predict_rd(Proc::Cpu, Proc::Cpu, false, m),
-                        p.placement_predict_rd(Proc::Device, Proc::Device, false, dm),
+                        p.placement_predict_rd(Proc::Cpu, Proc::Cpu, m),
+                        p.placement_predict_rd(Proc::Device, Proc::Device, dm),
                     )
                 } else {
                     (
-                        p.placement_predict(t, Proc::Cpu, false, m),
-                        p.placement_predict(t, Proc::Device, false, dm),
+                        p.placement_predict(t, Proc::Cpu, m),
+                        p.placement_predict(t, Proc::Device, dm),
                     )
                 };
                 format!(

@@ -15,15 +15,6 @@
 //! item, so RD on the same processor finds it in cache; RD on the other one loads it again.
 //! RD's lines are therefore kept per processor of the KC before it, and KC and RD are
 //! chosen together (`choose_reads`), for the least KC + RD time.
-//!
-//! Nor is a call independent of the device calls before it in the same engine batch: where
-//! the device is the host's cores (PoCL), its workers are still awake after a call, and a
-//! device KC right after a device search cost less than one that starts a batch, while a
-//! line fitted to both mixed them (measured with `hkv-bench placement`, 2026-11-27: every
-//! placement with KC or RD on the device predicted 2-3% fast where the search ran on the
-//! CPU and 1-2% slow where it ran on the device, in four passes of 24 workloads). So each
-//! task also has lines for calls that follow a device call in the same batch
-//! (`after_device`), seeded from its first-call lines and then fitted apart.
 
 mod aftermath;
 mod reads;
@@ -168,28 +159,6 @@ impl ProcPair {
     pub fn record_prior(&mut self, proc: Proc, n: usize, ns: f64) {
         self.fits[proc.slot()].record_weighted(n as f64, ns, PRIOR_WEIGHT);
     }
-
-    /// [`ProcPair::record`] on a line that, if nothing has been recorded on it yet, starts
-    /// as `seed`'s, weighing at most one call: its slope holds until calls of other sizes
-    /// come.
-    fn record_seeded(&mut self, seed: &ProcPair, proc: Proc, n: usize, ns: f64) {
-        let fit = &mut self.fits[proc.slot()];
-        if fit.samples() == 0.0 {
-            // A seed of calibration alone keeps its own (smaller) weight.
-            let seed = seed.fits[proc.slot()];
-            *fit = seed.scaled_to(seed.samples().min(1.0));
-        }
-        fit.record(n as f64, ns);
-    }
-
-    /// Takes `other`'s line of each processor that has been fitted.
-    fn take_fitted(&mut self, other: &ProcPair) {
-        for (mine, theirs) in self.fits.iter_mut().zip(&other.fits) {
-            if theirs.samples() > 0.0 {
-                *mine = *theirs;
-            }
-        }
-    }
 }
 
 /// Whether a slower processor may be tried now (and if so, not again for [`EXPLORE_EVERY`]).
@@ -204,14 +173,8 @@ fn explore_now(gate: &mut Option<std::time::Instant>) -> bool {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct CostModel {
-    /// Each task's lines for calls with no device call before them in their engine batch;
-    /// RD's are those after a KC on the CPU.
+    /// Each task's lines; RD's are those after a KC on the CPU.
     tasks: [ProcPair; TASKS],
-    /// The same for calls after a device call in their engine batch (see the module); a
-    /// line no such call has refitted yet is its task's first-call line.
-    after_device: [ProcPair; TASKS],
-    /// A device call has run in the engine batch under way.
-    device_ran: bool,
     /// RD's lines after a KC on the device (task affinity: see the module).
     rd_after_device_kc: ProcPair,
     /// No other processor is tried before this ([`EXPLORE_EVERY`]).
@@ -230,59 +193,27 @@ pub(crate) struct CostModel {
 }
 
 impl CostModel {
-    /// `task`'s lines for a call after a device call in its batch (`after_device`) or not.
-    fn lines(&self, task: Task, after_device: bool) -> ProcPair {
-        let mut pair = self.tasks[task.slot()];
-        if after_device {
-            pair.take_fitted(&self.after_device[task.slot()]);
-        }
-        pair
+    /// Predicted nanoseconds of a batch of `n` queries of `task` on `proc`.
+    pub fn predict(&self, task: Task, proc: Proc, n: usize) -> f64 {
+        self.tasks[task.slot()].predict(proc, n)
     }
 
-    /// Refits `task`'s line on `proc` for a call after a device call or not; a line after
-    /// a device call starts as a copy of the first-call line, weighing one call.
-    fn record(&mut self, task: Task, proc: Proc, after_device: bool, n: usize, ns: f64) {
-        let slot = task.slot();
-        if after_device {
-            let first = self.tasks[slot];
-            self.after_device[slot].record_seeded(&first, proc, n, ns);
-        } else {
-            self.tasks[slot].record(proc, n, ns);
-        }
-    }
-
-    /// Predicted nanoseconds of a batch of `n` queries of `task` on `proc`, after a device
-    /// call in the same engine batch or not.
-    pub fn predict(&self, task: Task, proc: Proc, after_device: bool, n: usize) -> f64 {
-        self.lines(task, after_device).predict(proc, n)
-    }
-
-    /// What a batch of `n` of `task` on `proc` would cost its engine batch now: the
-    /// prediction and, on the device, its aftermath.
+    /// What a batch of `n` of `task` on `proc` costs its engine batch: the prediction and,
+    /// on the device, its aftermath.
     pub fn cost(&self, task: Task, proc: Proc, n: usize) -> f64 {
-        self.lines(task, self.device_ran).cost(proc, n)
+        self.tasks[task.slot()].cost(proc, n)
     }
 
-    /// An engine batch starts (timed: its time will be given to
-    /// [`CostModel::end_batch`]).
-    pub fn begin_batch(&mut self, timed: bool) {
-        self.device_ran = false;
-        if timed {
-            self.aftermath.begin();
-        }
+    /// An engine batch starts; [`CostModel::end_batch`] when it is done.
+    pub fn begin_batch(&mut self) {
+        self.aftermath.begin();
     }
 
-    /// An engine batch of `requests` is done; timed, it took `ns`, and refits what device
-    /// calls cost around them. Device calls from now until the next batch (delayed writes
-    /// applied by an idle worker, a slab move) are first calls again.
-    pub fn end_batch(&mut self, requests: usize, ns: Option<f64>) {
-        self.device_ran = false;
-        let Some(ns) = ns else {
-            return;
-        };
+    /// An engine batch of `requests` took `ns`: refits what device calls cost around them.
+    pub fn end_batch(&mut self, requests: usize, ns: f64) {
         self.aftermath.end(requests, ns);
         let k = self.aftermath.k();
-        for pair in self.tasks.iter_mut().chain(self.after_device.iter_mut()) {
+        for pair in self.tasks.iter_mut() {
             pair.aftermath = k;
         }
         self.rd_after_device_kc.aftermath = k;
@@ -298,9 +229,9 @@ impl CostModel {
         self.tasks[task.slot()].knows()
     }
 
-    /// The cheaper processor for a batch of `n` now.
+    /// The cheaper processor for a batch of `n`.
     pub fn best(&self, task: Task, n: usize) -> Proc {
-        self.lines(task, self.device_ran).best(n)
+        self.tasks[task.slot()].best(n)
     }
 
     /// Where a batch of `n` runs under `placement`: forced, or the model's choice with an
@@ -309,11 +240,8 @@ impl CostModel {
         match placement.of(task) {
             Choice::Forced(p) => p,
             Choice::Auto => {
-                let mut pair = self.lines(task, self.device_ran);
                 let gate = &mut self.explore_after;
-                let proc = pair.choose_auto_when(n, || explore_now(gate));
-                self.tasks[task.slot()].since_explore = pair.since_explore;
-                proc
+                self.tasks[task.slot()].choose_auto_when(n, || explore_now(gate))
             }
         }
     }
@@ -330,29 +258,23 @@ impl CostModel {
 
     /// A timed batch: refits the line and keeps score of the prediction.
     pub fn observe(&mut self, task: Task, proc: Proc, n: usize, ns: f64) {
-        let after_device = self.device_ran;
         if self.knows(task) {
-            self.score(self.predict(task, proc, after_device, n), ns);
+            let predicted = self.predict(task, proc, n);
+            self.predicted_ns += predicted;
+            self.measured_ns += ns;
+            self.abs_error_ns += (predicted - ns).abs();
         }
         self.batches[task.slot()][proc.slot()] += 1;
         self.queries[task.slot()][proc.slot()] += n as u64;
         self.aftermath.task(proc, ns);
-        self.record(task, proc, after_device, n, ns);
-        self.single[task.slot()] = self.lines(task, false).best(1);
-        self.device_ran |= proc == Proc::Device;
-    }
-
-    /// Keeps score of a prediction against the time measured.
-    fn score(&mut self, predicted: f64, ns: f64) {
-        self.predicted_ns += predicted;
-        self.measured_ns += ns;
-        self.abs_error_ns += (predicted - ns).abs();
+        self.tasks[task.slot()].record(proc, n, ns);
+        self.single[task.slot()] = self.best(task, 1);
     }
 
     /// A timed call outside the service (start-up calibration): a prior, not scored.
     pub fn calibrate(&mut self, task: Task, proc: Proc, n: usize, ns: f64) {
         self.tasks[task.slot()].record_prior(proc, n, ns);
-        self.single[task.slot()] = self.lines(task, false).best(1);
+        self.single[task.slot()] = self.best(task, 1);
     }
 
     pub fn report(&self) -> PlacementReport {
@@ -422,7 +344,7 @@ mod tests {
         assert_eq!(m.best(Task::Search, 2000), Proc::Cpu);
         assert_eq!(m.best(Task::Search, 2500), Proc::Device);
         assert_eq!(m.best(Task::Search, 100_000), Proc::Device);
-        assert!((m.predict(Task::Search, Proc::Device, false, 1000) - 21_000.0).abs() < 1.0);
+        assert!((m.predict(Task::Search, Proc::Device, 1000) - 21_000.0).abs() < 1.0);
     }
 
     #[test]
@@ -465,13 +387,12 @@ mod tests {
         // In service a device search of ~76 reads takes 17 us, where calibration (an idle
         // device, other sizes) said 20 us: a few calls move the line there at once.
         for i in 0..8 {
-            m.begin_batch(false);
             m.observe(Task::Search, Proc::Device, 72 + i, 17_000.0);
         }
-        let at = m.predict(Task::Search, Proc::Device, false, 76);
+        let at = m.predict(Task::Search, Proc::Device, 76);
         assert!((at - 17_000.0).abs() < 400.0, "{at}");
         // ... and calibration still gives the slope beyond the sizes service ran.
-        assert!(m.predict(Task::Search, Proc::Device, false, 16_384) > at);
+        assert!(m.predict(Task::Search, Proc::Device, 16_384) > at);
     }
 
     #[test]
@@ -480,50 +401,12 @@ mod tests {
         assert_eq!(m.best(Task::Search, 4096), Proc::Device);
         // The device becomes busy: every launch now takes 200 us.
         for _ in 0..20_000 {
-            m.begin_batch(false);
             m.observe(Task::Search, Proc::Device, 4096, 200_000.0);
         }
         assert_eq!(m.best(Task::Search, 4096), Proc::Cpu);
         let r = m.report();
         assert_eq!(r.batches[0][1], 20_000);
         assert!(r.abs_error_ns > 0.0 && r.measured_ns > 0.0);
-    }
-
-    /// PoCL's workers are still awake after a device call: a device KC right after a
-    /// device search takes 8 us where one that starts its batch takes 21 us. Each is
-    /// predicted from its own line, and the choice follows where the KC stands.
-    #[test]
-    fn calls_after_a_device_call_in_their_batch_have_lines_of_their_own() {
-        let mut m = fitted();
-        for n in [1usize, 64, 1024, 4096] {
-            m.calibrate(Task::Kc, Proc::Cpu, n, 10.0 * n as f64);
-            m.calibrate(Task::Kc, Proc::Device, n, 20_000.0 + n as f64);
-        }
-        for i in 0..200 {
-            m.begin_batch(true);
-            let after_search = i % 2 == 0;
-            if after_search {
-                m.observe(Task::Search, Proc::Device, 1024, 21_024.0);
-            }
-            let ns = if after_search { 8_000.0 } else { 21_024.0 };
-            m.observe(Task::Kc, Proc::Device, 1024, ns);
-            m.end_batch(1024, Some(30_000.0));
-        }
-        let warm = m.predict(Task::Kc, Proc::Device, true, 1024);
-        let cold = m.predict(Task::Kc, Proc::Device, false, 1024);
-        assert!((warm - 8_000.0).abs() < 500.0, "{warm}");
-        assert!((cold - 21_024.0).abs() < 500.0, "{cold}");
-        // The CPU's KC of 1024 takes 10.2 us: cheaper than a first device call, dearer
-        // than one after the device's search.
-        m.begin_batch(true);
-        assert_eq!(m.best(Task::Kc, 1024), Proc::Cpu);
-        m.observe(Task::Search, Proc::Device, 1024, 21_024.0);
-        assert_eq!(m.best(Task::Kc, 1024), Proc::Device);
-        // A line no call after a device call has refitted is the first-call line.
-        assert_eq!(
-            m.predict(Task::Search, Proc::Device, true, 1024),
-            m.predict(Task::Search, Proc::Device, false, 1024)
-        );
     }
 
     #[test]

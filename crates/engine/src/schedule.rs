@@ -52,21 +52,6 @@ impl LinearFit {
         self.n
     }
 
-    /// The same line, its samples together weighing `w` calls (unchanged if it has none).
-    pub fn scaled_to(&self, w: f64) -> LinearFit {
-        if self.n < 1e-9 {
-            return *self;
-        }
-        let f = w / self.n;
-        LinearFit {
-            n: w,
-            sx: self.sx * f,
-            sy: self.sy * f,
-            sxx: self.sxx * f,
-            sxy: self.sxy * f,
-        }
-    }
-
     /// (k, b): microseconds per operation and per batch. With too little spread in x to
     /// separate them, all the time is charged per operation (b = 0); neither goes negative.
     pub fn coefficients(&self) -> (f64, f64) {

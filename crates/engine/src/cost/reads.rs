@@ -1,13 +1,12 @@
 //! KC and RD placed together (task affinity, DIDO §III-B): KC loads each item, so RD on the
 //! same processor finds it in cache, and RD's lines are kept per processor of the KC
-//! before it. RD after a CPU KC also has lines of its own after a device call in the same
-//! batch (a device search), as every task does.
+//! before it.
 
 use super::{explore_now, CostModel, ProcPair};
 use crate::policy::{Choice, Placement, Proc, Task};
 
 impl CostModel {
-    /// RD's first-call lines after a KC on `kc` (what calibration fits).
+    /// RD's lines after a KC on `kc`.
     fn rd_pair(&mut self, kc: Proc) -> &mut ProcPair {
         match kc {
             Proc::Cpu => &mut self.tasks[Task::Rd.slot()],
@@ -15,19 +14,12 @@ impl CostModel {
         }
     }
 
-    /// RD's lines after a KC on `kc`, and after a device call before that KC or not (a
-    /// device KC is one: its RD lines are those after it, whatever ran before).
-    fn rd_lines(&self, kc: Proc, after_device: bool) -> ProcPair {
+    /// Predicted nanoseconds of RD of `n` reads on `proc` after their KC on `kc`.
+    pub fn predict_rd(&self, kc: Proc, proc: Proc, n: usize) -> f64 {
         match kc {
-            Proc::Cpu => self.lines(Task::Rd, after_device),
-            Proc::Device => self.rd_after_device_kc,
+            Proc::Cpu => self.tasks[Task::Rd.slot()].predict(proc, n),
+            Proc::Device => self.rd_after_device_kc.predict(proc, n),
         }
-    }
-
-    /// Predicted nanoseconds of RD of `n` reads on `proc` after their KC on `kc`, with a
-    /// device call before that KC in the same engine batch or not.
-    pub fn predict_rd(&self, kc: Proc, proc: Proc, after_device: bool, n: usize) -> f64 {
-        self.rd_lines(kc, after_device).predict(proc, n)
     }
 
     /// Where KC and RD of a group of `n` reads run: forced, or the pair with the least
@@ -40,7 +32,10 @@ impl CostModel {
             Choice::Auto => &procs[..],
         };
         let rd_best = |m: &CostModel, kc: Proc| -> (Proc, f64) {
-            let pair = m.rd_lines(kc, m.device_ran);
+            let pair = match kc {
+                Proc::Cpu => &m.tasks[Task::Rd.slot()],
+                Proc::Device => &m.rd_after_device_kc,
+            };
             match placement.of(Task::Rd) {
                 Choice::Forced(p) => (p, pair.cost(p, n)),
                 Choice::Auto if pair.knows() => {
@@ -66,11 +61,12 @@ impl CostModel {
         let rd = match placement.of(Task::Rd) {
             Choice::Forced(p) => p,
             Choice::Auto => {
-                let mut pair = self.rd_lines(kc, self.device_ran);
                 let gate = &mut self.explore_after;
-                let rd = pair.choose_auto_when(n, || explore_now(gate));
-                self.rd_pair(kc).since_explore = pair.since_explore;
-                rd
+                let pair = match kc {
+                    Proc::Cpu => &mut self.tasks[Task::Rd.slot()],
+                    Proc::Device => &mut self.rd_after_device_kc,
+                };
+                pair.choose_auto_when(n, || explore_now(gate))
             }
         };
         (kc, rd)
@@ -81,7 +77,10 @@ impl CostModel {
         let mut best = ((Proc::Cpu, Proc::Cpu), f64::INFINITY);
         for kc in [Proc::Cpu, Proc::Device] {
             for rd in [Proc::Cpu, Proc::Device] {
-                let rd_pair = self.rd_lines(kc, self.device_ran);
+                let rd_pair = match kc {
+                    Proc::Cpu => &self.tasks[Task::Rd.slot()],
+                    Proc::Device => &self.rd_after_device_kc,
+                };
                 let t = self.cost(Task::Kc, kc, n) + rd_pair.cost(rd, n);
                 let known = (kc == Proc::Cpu || self.knows(Task::Kc))
                     && (rd == Proc::Cpu || rd_pair.knows());
@@ -95,19 +94,16 @@ impl CostModel {
 
     /// A timed RD after a KC on `kc`: like [`CostModel::observe`], on RD's lines for that.
     pub fn observe_rd(&mut self, kc: Proc, proc: Proc, n: usize, ns: f64) {
-        let after_device = self.device_ran;
-        let lines = self.rd_lines(kc, after_device);
-        if lines.knows() {
-            self.score(lines.predict(proc, n), ns);
+        if self.rd_pair(kc).knows() {
+            let predicted = self.predict_rd(kc, proc, n);
+            self.predicted_ns += predicted;
+            self.measured_ns += ns;
+            self.abs_error_ns += (predicted - ns).abs();
         }
         self.batches[Task::Rd.slot()][proc.slot()] += 1;
         self.queries[Task::Rd.slot()][proc.slot()] += n as u64;
         self.aftermath.task(proc, ns);
-        match kc {
-            Proc::Cpu => self.record(Task::Rd, proc, after_device, n, ns),
-            Proc::Device => self.rd_after_device_kc.record(proc, n, ns),
-        }
-        self.device_ran |= proc == Proc::Device;
+        self.rd_pair(kc).record(proc, n, ns);
     }
 
     /// A timed RD outside the service (start-up calibration): a prior.

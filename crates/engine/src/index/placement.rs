@@ -364,14 +364,18 @@ impl Index {
             self.clock()
         };
         self.batch_timed = t.is_some();
-        self.model.begin_batch(t.is_some());
+        if t.is_some() {
+            self.model.begin_batch();
+        }
         t
     }
 
     /// An engine batch of `requests` that started at `t` is done: the model learns what
     /// its device calls cost the rest of it.
     pub(crate) fn batch_end(&mut self, requests: usize, t: Option<Instant>) {
-        self.model.end_batch(requests, t.map(ns));
+        if let Some(t) = t {
+            self.model.end_batch(requests, ns(t));
+        }
     }
 
     /// Batches are timed wherever there is a device (counted in `stats hkv` even where the

@@ -18,14 +18,8 @@ impl Partition {
     }
 
     /// The cost model's prediction for a batch of `n` queries of `task` on `proc` (ns).
-    pub fn placement_predict(
-        &self,
-        task: crate::Task,
-        proc: crate::Proc,
-        after_device: bool,
-        n: usize,
-    ) -> f64 {
-        self.index.model.predict(task, proc, after_device, n)
+    pub fn placement_predict(&self, task: crate::Task, proc: crate::Proc, n: usize) -> f64 {
+        self.index.model.predict(task, proc, n)
     }
 
     /// The CPU time a device call takes from the rest of its batch, as a share of its own
@@ -36,14 +30,8 @@ impl Partition {
 
     /// The cost model's prediction for RD of `n` reads on `proc` after their KC on `kc` (ns):
     /// RD's lines depend on where KC ran (task affinity).
-    pub fn placement_predict_rd(
-        &self,
-        kc: crate::Proc,
-        proc: crate::Proc,
-        after_device: bool,
-        n: usize,
-    ) -> f64 {
-        self.index.model.predict_rd(kc, proc, after_device, n)
+    pub fn placement_predict_rd(&self, kc: crate::Proc, proc: crate::Proc, n: usize) -> f64 {
+        self.index.model.predict_rd(kc, proc, n)
     }
 
     /// The placement asked for, and whether the device shares the CPU's table (without
