@@ -250,29 +250,7 @@ impl Engine {
             let part = self.lock(p);
             for (i, r) in part.store().class_reports().enumerate() {
                 match out.get_mut(i) {
-                    Some(c) => {
-                        c.pages += r.pages;
-                        c.items += r.items;
-                        c.parts += r.parts;
-                        c.untouched += r.untouched;
-                        let (a, b) = (&mut c.counts, r.counts);
-                        a.sets += b.sets;
-                        a.hits += b.hits;
-                        a.delete_hits += b.delete_hits;
-                        a.incr_hits += b.incr_hits;
-                        a.decr_hits += b.decr_hits;
-                        a.cas_hits += b.cas_hits;
-                        a.cas_badval += b.cas_badval;
-                        a.touch_hits += b.touch_hits;
-                        a.evicted_time = a.evicted_time.max(b.evicted_time);
-                        a.evicted += b.evicted;
-                        a.evicted_nonzero += b.evicted_nonzero;
-                        a.evicted_unfetched += b.evicted_unfetched;
-                        a.expired_unfetched += b.expired_unfetched;
-                        a.reclaimed += b.reclaimed;
-                        a.out_of_memory += b.out_of_memory;
-                        a.bytes += b.bytes;
-                    }
+                    Some(c) => c.add(&r),
                     None => out.push(r),
                 }
             }

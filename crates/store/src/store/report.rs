@@ -90,6 +90,28 @@ pub struct ClassCounts {
     pub bytes: u64,
 }
 
+impl ClassCounts {
+    /// Adds another partition's counters of the same class (`evicted_time`: the later).
+    pub fn add(&mut self, o: &ClassCounts) {
+        self.sets += o.sets;
+        self.hits += o.hits;
+        self.delete_hits += o.delete_hits;
+        self.incr_hits += o.incr_hits;
+        self.decr_hits += o.decr_hits;
+        self.cas_hits += o.cas_hits;
+        self.cas_badval += o.cas_badval;
+        self.touch_hits += o.touch_hits;
+        self.evicted_time = self.evicted_time.max(o.evicted_time);
+        self.evicted += o.evicted;
+        self.evicted_nonzero += o.evicted_nonzero;
+        self.evicted_unfetched += o.evicted_unfetched;
+        self.expired_unfetched += o.expired_unfetched;
+        self.reclaimed += o.reclaimed;
+        self.out_of_memory += o.out_of_memory;
+        self.bytes += o.bytes;
+    }
+}
+
 /// A command that found an item, counted per class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClassOp {
@@ -113,4 +135,54 @@ pub struct ClassReport {
     /// Chunks never handed out yet (memcached's `free_chunks_end`).
     pub untouched: u64,
     pub counts: ClassCounts,
+}
+
+impl ClassReport {
+    /// Adds another partition's report of the same class.
+    pub fn add(&mut self, o: &ClassReport) {
+        self.pages += o.pages;
+        self.items += o.items;
+        self.parts += o.parts;
+        self.untouched += o.untouched;
+        self.counts.add(&o.counts);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_counts_of_two_partitions_add_up_and_keep_the_later_eviction_time() {
+        let a = ClassCounts {
+            sets: 3,
+            hits: 5,
+            evicted: 1,
+            evicted_time: 40,
+            bytes: 100,
+            ..ClassCounts::default()
+        };
+        let b = ClassCounts {
+            sets: 2,
+            hits: 1,
+            cas_badval: 4,
+            evicted_time: 7,
+            bytes: 50,
+            ..ClassCounts::default()
+        };
+        let mut sum = a;
+        sum.add(&b);
+        assert_eq!(
+            sum,
+            ClassCounts {
+                sets: 5,
+                hits: 6,
+                cas_badval: 4,
+                evicted: 1,
+                evicted_time: 40,
+                bytes: 150,
+                ..ClassCounts::default()
+            }
+        );
+    }
 }
