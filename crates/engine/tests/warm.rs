@@ -139,6 +139,11 @@ fn a_saved_engine_comes_back_with_every_item_as_it_was() {
             .filter(|v| v.0.len() > 64 << 10)
             .count();
         assert!(chained > 10, "only {chained} chained values");
+        let classes = e.class_reports().len();
+        let dump =
+            |e: &Engine| -> Vec<_> { (0..classes).map(|c| e.newest_items(c, 10, NOW)).collect() };
+        let dumped = dump(&e);
+        assert!(dumped.iter().any(|d| d.len() == 10));
         let saved = e.save_memory_file().unwrap();
         drop(e);
         assert!(meta_path(&path).exists());
@@ -146,6 +151,11 @@ fn a_saved_engine_comes_back_with_every_item_as_it_was() {
         let e = Engine::new(&config(b, &path, 32 << 20)).unwrap();
         assert!(!meta_path(&path).exists(), "the metadata is used once");
         assert_eq!(e.store_stats().curr_items, saved.items);
+        assert_eq!(
+            dumped,
+            dump(&e),
+            "{b:?}: a cachedump lists the newest items as before"
+        );
         let after = snapshot(&e, &keys);
         assert_eq!(before, after, "{b:?}: items differ after the warm restart");
 

@@ -8,6 +8,7 @@ mod lookup;
 mod overwrite;
 mod pages;
 mod pins;
+mod recent;
 mod release;
 mod report;
 mod scan;
@@ -18,6 +19,7 @@ use chunks::Class;
 pub use hit::HitHeader;
 pub use lookup::{ChunkAt, Lookup};
 pub use pages::ReassignError;
+pub use recent::RECENT_WRITES;
 pub use report::{ClassCounts, ClassOp, ClassReport, CrawlCursor, StoreStats};
 pub use stage::Stage;
 pub use warm::{ClassImage, RestoreError, StoreImage};
@@ -143,6 +145,7 @@ impl SlabStore {
                 items: 0,
                 parts: 0,
                 counts: ClassCounts::default(),
+                recent: Default::default(),
             })
             .collect();
         SlabStore {
@@ -443,6 +446,7 @@ impl SlabStore {
         // just-acknowledged write would be the very next victim (the write probe in
         // crates/server/tests/probes.rs lost one in about six runs that way).
         class.set_referenced(slot, true);
+        class.recent.push(slot);
         class.items += 1;
         class.counts.sets += 1;
         class.counts.bytes += payload as u64;

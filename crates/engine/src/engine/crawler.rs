@@ -25,8 +25,8 @@ pub struct CrawlerReport {
     pub starts: u64,
 }
 
-/// Chunks a crawl examines per hold of a partition's lock.
-const CRAWL_SLICE: u32 = 16 * 1024;
+/// Chunks a crawl or an item listing examines per hold of a partition's lock.
+pub(super) const CRAWL_SLICE: u32 = 16 * 1024;
 
 /// `lru_crawler crawl` while the crawler is disabled.
 #[derive(Debug, thiserror::Error)]

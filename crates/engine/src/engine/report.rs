@@ -1,8 +1,9 @@
 //! What the engine reports: its partitions' figures summed, or the first partition's
 //! settings (the same in every partition), for `stats` and the dump commands.
 
-use hkv_store::{ClassInfo, ClassReport, ReassignError, StoreStats};
+use hkv_store::{ClassInfo, ClassReport, CrawlCursor, Item, ReassignError, StoreStats};
 
+use super::crawler::CRAWL_SLICE;
 use super::Engine;
 use crate::stats::EngineStats;
 
@@ -140,67 +141,59 @@ impl Engine {
     }
 
     /// Up to `limit` live items (of slab class `class` when given, 0-based), for
-    /// `stats cachedump` and `lru_crawler metadump`. Holds one partition at a time.
+    /// `stats cachedump` and `lru_crawler metadump`.
     pub fn items(&self, class: Option<usize>, limit: usize, now: u32) -> Vec<ItemSummary> {
         let mut out = Vec::new();
+        let only = class.map(|c| [c]);
         for p in 0..self.partitions.len() {
-            let part = self.lock(p);
-            part.store().for_each_item(now, |c, item| {
-                if class.is_none_or(|want| want == c) {
-                    out.push(ItemSummary::of(c, &item));
-                }
-                out.len() < limit
-            });
             if out.len() >= limit {
                 break;
             }
+            self.scan_items(p, only.as_ref().map(|c| &c[..]), now, |c, item| {
+                out.push(ItemSummary::of(c, &item));
+                out.len() < limit
+            });
         }
         out
     }
 
     /// The `limit` most recently written live items of slab class `class` (0-based),
-    /// newest first: the order memcached's `stats cachedump` walks its LRU in (CAS values
-    /// grow with every write: exact within a partition; partitions' counters interleave, so
-    /// across partitions the order is close, not exact). Memory is bounded by `limit`, not by the store: a first pass
-    /// keeps only the `limit` highest CAS values, a second collects those items.
+    /// newest first, for `stats cachedump`: of each partition, its items among the class's
+    /// last [`hkv_store::RECENT_WRITES`] writes, as memcached lists the head of its HOT LRU
+    /// (its newest items), not every item. CAS values grow with every write: the order is
+    /// exact within a partition; partitions' counters interleave, so across partitions it is
+    /// close, not exact. The work is bounded by the rings, not by the store.
     pub fn newest_items(&self, class: usize, limit: usize, now: u32) -> Vec<ItemSummary> {
-        use std::cmp::Reverse;
-        use std::collections::BinaryHeap;
-        if limit == 0 {
-            return Vec::new();
-        }
-        let mut top: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(limit.min(1 << 20));
-        for p in 0..self.partitions.len() {
-            self.lock(p).store().for_each_item(now, |c, item| {
-                if c == class {
-                    let cas = item.cas();
-                    if top.len() < limit {
-                        top.push(Reverse(cas));
-                    } else if top.peek().is_some_and(|m| cas > m.0) {
-                        top.pop();
-                        top.push(Reverse(cas));
-                    }
-                }
-                true
-            });
-        }
-        let Some(&Reverse(floor)) = top.peek() else {
-            return Vec::new();
-        };
-        drop(top);
         let mut out = Vec::new();
         for p in 0..self.partitions.len() {
-            self.lock(p).store().for_each_item(now, |c, item| {
-                if c == class && item.cas() >= floor {
-                    out.push(ItemSummary::of(c, &item));
-                }
-                // Items written between the passes are newer still; the list stays bounded.
-                out.len() < 2 * limit
+            let mut taken = 0;
+            self.lock(p).store().newest_items(class, now, |item| {
+                out.push(ItemSummary::of(class, &item));
+                taken += 1;
+                taken < limit
             });
         }
         out.sort_unstable_by_key(|i| std::cmp::Reverse(i.cas));
         out.truncate(limit);
         out
+    }
+
+    /// Partition `p`'s live items of `classes` (all when `None`) until `f` says stop, in
+    /// slices of [`CRAWL_SLICE`] chunks with the partition's lock let go between them, as a
+    /// crawl does (the lock is not fair: a waiting worker may still wait out several).
+    fn scan_items(
+        &self,
+        p: usize,
+        classes: Option<&[usize]>,
+        now: u32,
+        mut f: impl FnMut(usize, Item<'_>) -> bool,
+    ) {
+        let mut cursor = CrawlCursor::default();
+        while !cursor.done {
+            self.lock(p)
+                .store()
+                .scan_items(now, classes, &mut cursor, CRAWL_SLICE, &mut f);
+        }
     }
 
     /// `slabs reassign <from> <to>` (0-based classes): one page moves in every partition

@@ -58,6 +58,9 @@ pub(crate) struct Snap<'a> {
     pub sc: ScheduleStats,
     pub pf: hkv_engine::ProfileReport,
     pub pl: hkv_engine::PlacementReport,
+    /// The index figures of every partition, summed once: the `index_*` stats of one call
+    /// come from one reading.
+    pub ix: hkv_engine::IndexReport,
     pub now: u32,
 }
 
@@ -267,13 +270,13 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "hot_gets", Counter, "reads of hot keys answered without waiting for the batch interval", |s| s.shared.config.hot.as_ref().map_or(Val::Absent, |r| Val::U(load(&r.hot_gets)));
     "hot_passes", Counter, "hot-path runs that answered at least one read", |s| s.shared.config.hot.as_ref().map_or(Val::Absent, |r| Val::U(load(&r.express_passes)));
     "router_epochs", Counter, "times the router swapped in a changed hot set", |s| s.shared.config.hot.as_ref().map_or(Val::Absent, |r| Val::U(load(&r.epochs)));
-    "index_load", Gauge, "index entries over slots", |s| { let r = s.shared.engine.index_report(); Val::Fixed(r.entries as f64 / r.slots.max(1) as f64, 3) };
-    "index_slots", Gauge, "index slots over all partitions (tables double past 0.85 load while memory allows)", |s| Val::U(s.shared.engine.index_report().slots);
-    "index_grows", Counter, "times an index table doubled", |s| Val::U(s.shared.engine.index_report().grows);
-    "index_displacements", Counter, "entries moved by cuckoo displacement walks", |s| Val::U(s.shared.engine.index_report().displacements);
-    "index_walks", Counter, "inserts that needed a displacement walk", |s| Val::U(s.shared.engine.index_report().walks);
-    "index_longest_walk", Gauge, "entries moved by the longest walk (CPU tables)", |s| Val::U(s.shared.engine.index_report().longest_walk);
-    "index_capped_partitions", Gauge, "partitions where memory is too full to grow the index: new items replace CLOCK victims", |s| Val::U(s.shared.engine.index_report().capped);
+    "index_load", Gauge, "index entries over slots", |s| Val::Fixed(s.ix.entries as f64 / s.ix.slots.max(1) as f64, 3);
+    "index_slots", Gauge, "index slots over all partitions (tables double past 0.85 load while memory allows)", |s| Val::U(s.ix.slots);
+    "index_grows", Counter, "times an index table doubled", |s| Val::U(s.ix.grows);
+    "index_displacements", Counter, "entries moved by cuckoo displacement walks", |s| Val::U(s.ix.displacements);
+    "index_walks", Counter, "inserts that needed a displacement walk", |s| Val::U(s.ix.walks);
+    "index_longest_walk", Gauge, "entries moved by the longest walk (CPU tables)", |s| Val::U(s.ix.longest_walk);
+    "index_capped_partitions", Gauge, "partitions where memory is too full to grow the index: new items replace CLOCK victims", |s| Val::U(s.ix.capped);
     "index_evictions", Counter, "items dropped at the displacement bound", |s| Val::U(s.e.index_evictions);
     "collision_evictions", Counter, "items whose slot a same-signature key took", |s| Val::U(s.e.collision_evictions);
     "expired_on_access", Counter, "items found expired and removed", |s| Val::U(s.e.expired_on_access);

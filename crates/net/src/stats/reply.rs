@@ -45,6 +45,7 @@ fn snap(shared: &Shared, now: u32) -> Snap<'_> {
         sc: shared.engine.schedule_stats(),
         pf: shared.engine.profile(),
         pl: shared.engine.placement_report(),
+        ix: shared.engine.index_report(),
         now,
     }
 }

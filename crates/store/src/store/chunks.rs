@@ -20,6 +20,8 @@ pub(super) struct Class {
     /// Chunks holding parts of chained items (not items themselves).
     pub(super) parts: u64,
     pub(super) counts: ClassCounts,
+    /// Its newest writes, for `stats cachedump`.
+    pub(super) recent: super::recent::Recent,
 }
 
 impl Class {

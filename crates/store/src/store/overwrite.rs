@@ -55,6 +55,7 @@ impl SlabStore {
         // As a new item enters CLOCK: referenced, so a just-acknowledged write is never the
         // next victim.
         class.set_referenced(slot, true);
+        class.recent.push(slot);
         let payload = (key.len() + value_len) as u64;
         class.counts.sets += 1;
         class.counts.bytes = class.counts.bytes - old_payload as u64 + payload;

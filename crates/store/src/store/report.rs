@@ -32,7 +32,8 @@ pub struct StoreStats {
     pub pinned_skips: u64,
 }
 
-/// Where a crawl ([`SlabStore::crawl`]) goes on from.
+/// Where a crawl ([`SlabStore::crawl`]) or an item listing ([`SlabStore::scan_items`]) goes
+/// on from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CrawlCursor {
     /// Index into the crawl's class list.

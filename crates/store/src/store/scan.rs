@@ -51,6 +51,7 @@ impl SlabStore {
             class.free_head = free_head;
             class.hand = 0;
             class.items = 0;
+            class.recent.clear();
             class.parts = staged;
             class.counts.bytes = 0;
         }
@@ -158,19 +159,56 @@ impl SlabStore {
     }
 
     /// Every live, unexpired item with its class index, in storage order, until `f` says
-    /// stop (`stats cachedump`, `lru_crawler metadump`).
+    /// stop.
     pub fn for_each_item(&self, now: u32, mut f: impl FnMut(usize, Item<'_>) -> bool) {
-        for (c, class) in self.classes.iter().enumerate() {
-            for slot in 0..class.bump {
-                let chunk = class.chunk(slot);
+        let mut cursor = CrawlCursor::default();
+        while !cursor.done {
+            self.scan_items(now, None, &mut cursor, u32::MAX, &mut f);
+        }
+    }
+
+    /// One slice of a walk over the live, unexpired items of `classes` (0-based; all when
+    /// `None`), for `stats cachedump` and `lru_crawler metadump`: examines up to `budget`
+    /// chunks from `cursor` (start at `CrawlCursor::default()`), in storage order, calling
+    /// `f` with each item and its class until `f` says stop. `cursor.done` once every class
+    /// is through or `f` stopped. Returns the chunks examined. In slices, a caller can let
+    /// go of the partition between them, so a listing of a large cache does not hold every
+    /// other request to it for the whole walk, as a crawl does not.
+    pub fn scan_items(
+        &self,
+        now: u32,
+        classes: Option<&[usize]>,
+        cursor: &mut CrawlCursor,
+        budget: u32,
+        mut f: impl FnMut(usize, Item<'_>) -> bool,
+    ) -> u32 {
+        let count = classes.map_or(self.classes.len(), <[usize]>::len);
+        let mut left = budget;
+        while left > 0 && cursor.class < count {
+            let c = classes.map_or(cursor.class, |l| l[cursor.class]);
+            let Some(class) = self.classes.get(c) else {
+                cursor.class += 1;
+                continue;
+            };
+            while left > 0 && cursor.slot < class.bump {
+                let chunk = class.chunk(cursor.slot);
+                cursor.slot += 1;
+                left -= 1;
                 if chunk[OFF_STATUS] == IN_USE
                     && !is_expired(rd32(chunk, OFF_EXPIRY), now)
                     && !f(c, Item::new(chunk))
                 {
-                    return;
+                    cursor.done = true;
+                    return budget - left;
                 }
             }
+            if cursor.slot >= class.bump {
+                cursor.class += 1;
+                cursor.slot = 0;
+            }
         }
+        cursor.done = cursor.class >= count;
+        budget - left
     }
 
     /// Every live item's key and location (expired ones included), for rebuilding an index.

@@ -197,6 +197,8 @@ fn restore_class(
     class.items = 0;
     class.parts = 0;
     class.counts = ClassCounts::default();
+    class.recent.clear();
+    let mut newest = super::recent::Newest::default();
     let chunk_len = class.info.chunk;
     // Highest slot first, so the free list hands out low slots first, as after a start.
     for slot in (0..class.bump).rev() {
@@ -218,6 +220,9 @@ fn restore_class(
                         why: format!("key {klen} and value {vlen} bytes do not fit {chunk_len}"),
                     });
                 }
+                let cas =
+                    u64::from_le_bytes(chunk[OFF_CAS..OFF_CAS + 8].try_into().unwrap_or([0; 8]));
+                newest.offer(cas, slot);
                 class.items += 1;
                 class.counts.bytes += (klen + vlen) as u64;
                 stats.curr_items += 1;
@@ -240,5 +245,7 @@ fn restore_class(
             }
         }
     }
+    // A dump after a warm restart lists what it would have listed before it.
+    newest.into_ring(&mut class.recent);
     Ok(())
 }
