@@ -22,9 +22,12 @@ def free_port():
 
 
 def ask(s, line):
+    """Sends one command and reads its whole reply: `END` closes a dump, a crawl's reply is
+    one line."""
     s.sendall(line)
+    one_line = not line.startswith((b"stats", b"lru_crawler metadump"))
     buf = b""
-    while not buf.endswith(b"END\r\n"):
+    while not (buf.endswith(b"END\r\n") or (one_line and buf.endswith(b"\r\n"))):
         d = s.recv(1 << 20)
         if not d:
             break
@@ -47,6 +50,7 @@ def one(argv, label, dump, args):
         subprocess.run([BENCH, "net", *target, "--duration", "1", "--warmup", "0"],
                        stdout=subprocess.DEVNULL, check=True)
         s = socket.create_connection(("127.0.0.1", p))
+        s.settimeout(10)
         items = ask(s, b"stats items\r\n").decode()
         counts = [(int(m.group(2)), int(m.group(1)))
                   for m in re.finditer(r"STAT items:(\d+):number (\d+)", items)]
@@ -57,7 +61,11 @@ def one(argv, label, dump, args):
         def loop():
             while not stop.is_set():
                 t = time.perf_counter()
-                ask(s, line)
+                try:
+                    ask(s, line)
+                except socket.timeout:
+                    print(f"{label}: no reply to {line!r} in 10 s", flush=True)
+                    return
                 took.append(time.perf_counter() - t)
 
         th = threading.Thread(target=loop)
@@ -72,6 +80,8 @@ def one(argv, label, dump, args):
         run = [l for l in out.splitlines() if l.startswith("run")][-1].split(":", 1)[1].strip()
         d = (f"dumps {len(took)} median {sorted(took)[len(took) // 2] * 1e3:.1f} ms"
              if took else "no dumps")
+        if dump and args.dump and took:
+            d += f" | last reply {ask(s, line)[:40]!r}"
         print(f"{label:12} dump={int(dump)} | {run} | {d}", flush=True)
     finally:
         srv.terminate()

@@ -23,7 +23,7 @@ mod scheduling;
 mod stage;
 
 use crawler::Crawler;
-pub use crawler::{CrawlerDisabled, CrawlerReport};
+pub use crawler::{CrawlError, CrawlerReport};
 pub use report::{ClassStats, ItemSummary};
 
 use crate::partition::{BatchTiming, Partition};

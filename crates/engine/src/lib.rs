@@ -40,8 +40,8 @@ pub(crate) fn wide_hash(h: &hkv_index::KeyHash) -> u64 {
 }
 pub use cost::PlacementReport;
 pub use engine::{
-    Backend, ClassStats, CrawlerDisabled, CrawlerReport, Engine, EngineConfig, EngineError,
-    ItemSummary, Scratch,
+    Backend, ClassStats, CrawlError, CrawlerReport, Engine, EngineConfig, EngineError, ItemSummary,
+    Scratch,
 };
 /// Bytes of item header beside key and value (what `me` counts in an item's size).
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;

@@ -64,8 +64,9 @@ pub(crate) fn crawler(shared: &Shared, op: &hkv_proto::step::CrawlerOp, now: u32
                 .as_ref()
                 .map(|ids| ids.iter().map(|&c| c as usize - 1).collect());
             match engine.crawl(classes.as_deref(), now) {
-                Ok(_) => "OK",
-                Err(_) => hkv_proto::errors::admin::CRAWLER_DISABLED,
+                Ok(()) => "OK",
+                Err(hkv_engine::CrawlError::Disabled) => hkv_proto::errors::admin::CRAWLER_DISABLED,
+                Err(hkv_engine::CrawlError::Busy) => hkv_proto::errors::admin::CRAWLER_BUSY,
             }
         }
         CrawlerOp::Sleep(us) => {

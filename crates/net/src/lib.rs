@@ -189,6 +189,13 @@ impl Server {
                     .spawn(move || admin::serve(a, &ashared))?,
             );
         }
+        // memcached's LRU crawler thread: runs `lru_crawler crawl` requests.
+        let cshared = Arc::clone(&shared);
+        handles.push(
+            std::thread::Builder::new()
+                .name("hkv-crawler".into())
+                .spawn(move || cshared.engine.run_crawler(&cshared.stop))?,
+        );
         if let Some(router) = shared.config.hot.clone() {
             let rshared = Arc::clone(&shared);
             handles.push(

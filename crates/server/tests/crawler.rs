@@ -1,4 +1,5 @@
-//! `lru_crawler`: hkv's crawler is its expiry sweep; a crawl frees expired items at once.
+//! `lru_crawler`: hkv's crawler is its expiry sweep plus crawls on request, which run on a
+//! crawler thread as memcached's do: `OK` starts one, `BUSY` while it runs.
 
 mod common;
 
@@ -25,6 +26,7 @@ fn a_crawl_frees_expired_items_now_and_disable_stops_it() {
         .parse()
         .unwrap();
     c.expect("lru_crawler crawl all\r\n", "OK\r\n");
+    wait_for_the_crawl(&mut c);
     assert_eq!(c.stat("", "curr_items").unwrap(), "1");
     assert_eq!(c.stat("", "crawler_reclaimed").unwrap(), "2000");
     assert_eq!(c.stat("", "lru_crawler_starts").unwrap(), "1");
@@ -37,6 +39,7 @@ fn a_crawl_frees_expired_items_now_and_disable_stops_it() {
     );
     c.expect("get keep\r\n", "VALUE keep 0 1\r\nk\r\nEND\r\n");
     c.expect("lru_crawler crawl 1,5\r\n", "OK\r\n");
+    wait_for_the_crawl(&mut c);
     // Disabled: crawls are refused, as memcached's source answers; a second disable is OK.
     c.expect("lru_crawler disable\r\n", "OK\r\n");
     assert_eq!(c.stat("settings", "lru_crawler").unwrap(), "no");
@@ -70,8 +73,44 @@ fn tocrawl_bounds_the_chunks_a_crawl_examines_per_class() {
     c.expect("lru_crawler enable\r\n", "OK\r\n");
     c.expect("lru_crawler tocrawl 10\r\n", "OK\r\n");
     c.expect("lru_crawler crawl 1\r\n", "OK\r\n");
+    wait_for_the_crawl(&mut c);
     // Ten chunks of class 1 examined and freed (the sweep may have taken a few more since
     // enable: at most what it examines in a second).
     let reclaimed: u64 = c.stat("", "crawler_reclaimed").unwrap().parse().unwrap();
     assert!(reclaimed >= 10, "{reclaimed}");
+}
+
+/// `lru_crawler_running` goes back to 0 once the crawl asked for is through.
+fn wait_for_the_crawl(c: &mut common::Client) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while c.stat("", "lru_crawler_running").unwrap() != "0" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the crawl never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn regression_a_client_looping_crawls_gets_busy_while_one_runs() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    for i in 0..20_000 {
+        c.send(format!("set k{i} 0 0 1 noreply\r\nx\r\n").as_bytes());
+    }
+    c.call("mn\r\n", "MN\r\n");
+    // A long pause per slice keeps the first crawl running while the others are asked for.
+    c.expect("lru_crawler sleep 1000000\r\n", "OK\r\n");
+    c.expect("lru_crawler tocrawl 0\r\n", "OK\r\n");
+    c.expect("lru_crawler crawl all\r\n", "OK\r\n");
+    for _ in 0..5 {
+        c.expect(
+            "lru_crawler crawl all\r\n",
+            "BUSY currently processing crawler request\r\n",
+        );
+    }
+    assert_eq!(c.stat("", "lru_crawler_running").unwrap(), "1");
+    assert_eq!(c.stat("", "lru_crawler_starts").unwrap(), "1");
+    c.expect("get k7\r\n", "VALUE k7 0 1\r\nx\r\nEND\r\n");
 }

@@ -1,22 +1,10 @@
 //! Chained items: values past the largest chunk, stored as a header and parts (store/chain.rs),
 //! through store, read, rewrite, CLOCK, page moves, expiry and retirement.
 
-use std::sync::Arc;
+mod common;
 
-use hkv_mem::Arena;
-use hkv_store::{Reclaim, SlabStore, StoreConfig, StoreError, HEADER_BYTES};
-
-const NOW: u32 = 1_700_000_000;
-
-fn store(budget: usize, page: usize) -> (Arc<Arena>, SlabStore) {
-    let arena = Arc::new(Arena::new(budget).unwrap());
-    let cfg = StoreConfig {
-        page_size: page,
-        max_value: 64 << 20,
-        ..StoreConfig::default()
-    };
-    (arena.clone(), SlabStore::new(arena, &cfg))
-}
+use common::{store, NOW};
+use hkv_store::{Reclaim, SlabStore, StoreError, HEADER_BYTES};
 
 /// The value of the item at `loc`, however it is stored.
 fn value_of(s: &SlabStore, loc: u32) -> Option<Vec<u8>> {

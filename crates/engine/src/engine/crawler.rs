@@ -1,18 +1,44 @@
 //! `lru_crawler` (memcached's LRU crawler commands), served by the partitions' expiry sweep
-//! and by crawls run inline on request, a slice of chunks per hold of a partition's lock.
+//! and by crawls on request. As memcached's, a crawl runs on a thread of its own
+//! ([`Engine::run_crawler`]), a slice of chunks per hold of a partition's lock with
+//! `lru_crawler sleep` between slices, and `lru_crawler crawl` only starts it: `OK`, or
+//! `BUSY` while one runs. Run inline by the worker that received it, a crawl of a 1M-item
+//! cache held every worker for ~16 ms, and a client looping crawls took everyone else from
+//! ~100k to ~950 requests per second (docs/BENCHMARKS.md).
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
 
 use super::Engine;
 
-/// `lru_crawler` state: hkv's crawler is the partitions' expiry sweep plus crawls run on
-/// request, inline.
+/// `lru_crawler` state: hkv's crawler is the partitions' expiry sweep plus crawls on
+/// request.
 #[derive(Debug)]
 pub(super) struct Crawler {
     enabled: AtomicBool,
     sleep_us: std::sync::atomic::AtomicU32,
     tocrawl: std::sync::atomic::AtomicU32,
     starts: std::sync::atomic::AtomicU64,
+    /// The crawl asked for and not finished yet, if any.
+    job: Mutex<Option<CrawlJob>>,
+    asked: Condvar,
+}
+
+/// A crawl on request: its classes (0-based; all when `None`) and the time it was asked at.
+#[derive(Clone, Debug)]
+struct CrawlJob {
+    classes: Option<Vec<usize>>,
+    now: u32,
+}
+
+/// Why `lru_crawler crawl` did not start a crawl.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CrawlError {
+    #[error("CLIENT_ERROR lru crawler disabled")]
+    Disabled,
+    #[error("BUSY currently processing crawler request")]
+    Busy,
 }
 
 /// `stats settings` and `stats` figures of the crawler.
@@ -28,11 +54,6 @@ pub struct CrawlerReport {
 /// Chunks a crawl or an item listing examines per hold of a partition's lock.
 pub(super) const CRAWL_SLICE: u32 = 16 * 1024;
 
-/// `lru_crawler crawl` while the crawler is disabled.
-#[derive(Debug, thiserror::Error)]
-#[error("CLIENT_ERROR lru crawler disabled")]
-pub struct CrawlerDisabled;
-
 impl Default for Crawler {
     fn default() -> Crawler {
         Crawler {
@@ -41,31 +62,91 @@ impl Default for Crawler {
             sleep_us: 100.into(),
             tocrawl: 0.into(),
             starts: 0.into(),
+            job: Mutex::new(None),
+            asked: Condvar::new(),
         }
     }
 }
 
 impl Engine {
-    /// `lru_crawler crawl`: frees every expired item of `classes` (0-based; all when `None`)
-    /// in every partition now. `Err` when the crawler is disabled. Returns how many it freed.
-    pub fn crawl(&self, classes: Option<&[usize]>, now: u32) -> Result<u64, CrawlerDisabled> {
+    /// `lru_crawler crawl`: starts a crawl that frees every expired item of `classes`
+    /// (0-based; all when `None`) in every partition, on the thread running
+    /// [`Engine::run_crawler`]. `Busy` while one runs, as memcached answers.
+    pub fn crawl(&self, classes: Option<&[usize]>, now: u32) -> Result<(), CrawlError> {
         if !self.crawler.enabled.load(Ordering::Relaxed) {
-            return Err(CrawlerDisabled);
+            return Err(CrawlError::Disabled);
         }
+        let mut job = self.crawler.job.lock().unwrap_or_else(|e| e.into_inner());
+        if job.is_some() {
+            return Err(CrawlError::Busy);
+        }
+        *job = Some(CrawlJob {
+            classes: classes.map(<[usize]>::to_vec),
+            now,
+        });
         self.crawler.starts.fetch_add(1, Ordering::Relaxed);
+        self.crawler.asked.notify_one();
+        Ok(())
+    }
+
+    /// Whether a crawl asked for has not finished yet.
+    pub fn crawling(&self) -> bool {
+        self.crawler
+            .job
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    /// The crawler's thread: runs each crawl asked for until `stop` says the server stops.
+    /// A crawl goes through each partition in slices of [`CRAWL_SLICE`] chunks, letting go of
+    /// the partition and sleeping `lru_crawler sleep` microseconds per 1,000 chunks between
+    /// slices (memcached's pace), so workers' batches get the partition in between.
+    pub fn run_crawler(&self, stop: &AtomicBool) {
+        loop {
+            let job = {
+                let mut job = self.crawler.job.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    if let Some(j) = job.as_ref() {
+                        break j.clone();
+                    }
+                    job = self
+                        .crawler
+                        .asked
+                        .wait_timeout(job, Duration::from_millis(100))
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            };
+            self.crawl_now(job.classes.as_deref(), job.now, stop);
+            *self.crawler.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+    }
+
+    /// One crawl, run by the caller. Returns how many items it freed.
+    fn crawl_now(&self, classes: Option<&[usize]>, now: u32, stop: &AtomicBool) -> u64 {
         let per_class = self.crawler.tocrawl.load(Ordering::Relaxed);
         let mut freed = 0;
         for p in 0..self.partitions.len() {
-            // In slices, the lock let go between them: a crawl of a large cache must not
-            // hold every other worker's batches on this partition for its whole length.
             let mut cursor = hkv_store::CrawlCursor::default();
-            while !cursor.done {
-                let mut part = self.lock(p);
-                freed += u64::from(part.crawl(classes, per_class, &mut cursor, CRAWL_SLICE, now));
-                self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
+            while !cursor.done && !stop.load(Ordering::Relaxed) {
+                {
+                    let mut part = self.lock(p);
+                    freed +=
+                        u64::from(part.crawl(classes, per_class, &mut cursor, CRAWL_SLICE, now));
+                    self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
+                }
+                let sleep_us = self.crawler.sleep_us.load(Ordering::Relaxed);
+                let pause = u64::from(sleep_us) * u64::from(CRAWL_SLICE / 1000);
+                if !cursor.done || p + 1 < self.partitions.len() {
+                    sleep_unless_stopped(Duration::from_micros(pause), stop);
+                }
             }
         }
-        Ok(freed)
+        freed
     }
 
     /// `lru_crawler enable|disable`; false when it already was so (memcached answers that
@@ -80,7 +161,7 @@ impl Engine {
         true
     }
 
-    /// `lru_crawler sleep` (recorded and reported; crawls run inline without pausing) and
+    /// `lru_crawler sleep` (microseconds paused per 1,000 chunks a crawl examines) and
     /// `lru_crawler tocrawl` (chunks examined per class per crawl, 0: all).
     pub fn set_crawler_sleep(&self, us: u32) {
         self.crawler.sleep_us.store(us, Ordering::Relaxed);
@@ -97,5 +178,16 @@ impl Engine {
             tocrawl: self.crawler.tocrawl.load(Ordering::Relaxed),
             starts: self.crawler.starts.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// Sleeps for `pause`, in steps short enough that a stopping server does not wait for it.
+fn sleep_unless_stopped(pause: Duration, stop: &AtomicBool) {
+    let step = Duration::from_millis(50);
+    let mut left = pause;
+    while !left.is_zero() && !stop.load(Ordering::Relaxed) {
+        let now = left.min(step);
+        std::thread::sleep(now);
+        left -= now;
     }
 }

@@ -4,6 +4,10 @@
 use hkv_store::{ClassInfo, ClassReport, CrawlCursor, Item, ReassignError, StoreStats};
 
 use super::crawler::CRAWL_SLICE;
+
+/// Chunks of a class a `stats cachedump` may walk per partition when the class's ring of
+/// newest writes holds fewer items than asked for: ~1 ms of walking.
+const DUMP_WALK: u32 = 64 * 1024;
 use super::Engine;
 use crate::stats::EngineStats;
 
@@ -157,24 +161,29 @@ impl Engine {
         out
     }
 
-    /// The `limit` most recently written live items of slab class `class` (0-based),
-    /// newest first, for `stats cachedump`: of each partition, its items among the class's
-    /// last [`hkv_store::RECENT_WRITES`] writes, as memcached lists the head of its HOT LRU
-    /// (its newest items), not every item. CAS values grow with every write: the order is
+    /// Up to `limit` live items of slab class `class` (0-based), newest first, for `stats
+    /// cachedump`: of each partition, its items among the class's last
+    /// [`hkv_store::RECENT_WRITES`] writes, then others from its first [`DUMP_WALK`] chunks.
+    /// memcached lists the head of the class's COLD LRU, where items arrive from HOT soon
+    /// after they are written, walking no more items than it prints; here too the work is
+    /// bounded, not a walk of the whole class. CAS values grow with every write: the order is
     /// exact within a partition; partitions' counters interleave, so across partitions it is
-    /// close, not exact. The work is bounded by the rings, not by the store.
+    /// close, not exact. At most twice `limit` items are held at a time.
     pub fn newest_items(&self, class: usize, limit: usize, now: u32) -> Vec<ItemSummary> {
         let mut out = Vec::new();
         for p in 0..self.partitions.len() {
             let mut taken = 0;
-            self.lock(p).store().newest_items(class, now, |item| {
-                out.push(ItemSummary::of(class, &item));
-                taken += 1;
-                taken < limit
-            });
+            self.lock(p)
+                .store()
+                .newest_items(class, now, DUMP_WALK, |item| {
+                    out.push(ItemSummary::of(class, &item));
+                    taken += 1;
+                    taken < limit
+                });
+            // Stable: with CAS off (`-C`) every CAS is 0, and the partitions' own order stays.
+            out.sort_by_key(|i| std::cmp::Reverse(i.cas));
+            out.truncate(limit);
         }
-        out.sort_unstable_by_key(|i| std::cmp::Reverse(i.cas));
-        out.truncate(limit);
         out
     }
 

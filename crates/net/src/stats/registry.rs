@@ -165,7 +165,7 @@ pub(crate) static GENERAL: &[Def] = defs![
     "slab_reassign_busy_items", Counter, "items a page move found in use (moves wait for none)", |_| Val::U(0);
     "slab_reassign_running", Gauge, "a page move in progress (they run inline)", |_| Val::U(0);
     "slabs_moved", Counter, "pages moved between slab classes", |s| Val::U(s.st.pages_moved);
-    "lru_crawler_running", Gauge, "a crawl in progress (crawls run inline, within one request)", |_| Val::U(0);
+    "lru_crawler_running", Gauge, "a crawl asked for with lru_crawler crawl is still running (1) or not (0)", |s| Val::U(u64::from(s.shared.engine.crawling()));
     "lru_crawler_starts", Counter, "lru_crawler crawl requests run", |s| Val::U(s.shared.engine.crawler().starts);
     "slab_reassign_evictions", Counter, "items evicted to move their page", |s| Val::U(s.st.page_move_evictions);
     "bytes", Gauge, "key and value bytes stored", |s| Val::U(s.st.bytes);

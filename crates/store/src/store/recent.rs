@@ -1,9 +1,9 @@
 //! The newest writes of each class, for `stats cachedump`: memcached 1.6 lists the head of
-//! a class's HOT LRU there (its newest items), walking at most the items it prints under
-//! the LRU's lock. CLOCK keeps no order, so without this a dump would walk every chunk of
-//! the class to find the newest, and a client repeating it would hold a partition for
-//! that long each time (a 1M-item cache served ~800 GETs/s to everyone else while one
-//! client looped cachedumps; docs/BENCHMARKS.md).
+//! a class's COLD LRU there (where items arrive from HOT soon after they are written),
+//! walking no more items than it prints under the LRU's lock. CLOCK keeps no order, so
+//! without this a dump would walk every chunk of the class to find the newest, and a client
+//! repeating it would hold a partition for that long each time (a 1M-item cache served
+//! ~700 GETs/s to everyone else while one client looped cachedumps; docs/BENCHMARKS.md).
 
 use super::SlabStore;
 use crate::expiry::is_expired;
@@ -65,11 +65,19 @@ impl Newest {
 }
 
 impl SlabStore {
-    /// The live, unexpired items among the last [`RECENT_WRITES`] writes of class `c`,
-    /// newest first, each once, until `f` says stop (`stats cachedump`).
-    pub fn newest_items(&self, c: usize, now: u32, mut f: impl FnMut(Item<'_>) -> bool) {
+    /// Live, unexpired items of class `c` for `stats cachedump`, each once, until `f` says
+    /// stop: first those among the class's last [`RECENT_WRITES`] writes, newest first; then,
+    /// where those run out (a key rewritten many times fills the ring alone), the others
+    /// found in the class's first `walk` chunks, in storage order. The work is bounded by
+    /// the ring and `walk`, whatever the size of the cache.
+    pub fn newest_items(&self, c: usize, now: u32, walk: u32, mut f: impl FnMut(Item<'_>) -> bool) {
         let Some(class) = self.classes.get(c) else {
             return;
+        };
+        let live = |slot: u32| {
+            let chunk = class.chunk(slot);
+            (chunk[OFF_STATUS] == IN_USE && !is_expired(rd32(chunk, OFF_EXPIRY), now))
+                .then(|| Item::new(chunk))
         };
         let mut seen = std::collections::HashSet::new();
         for slot in class.recent.newest_first() {
@@ -77,12 +85,20 @@ impl SlabStore {
             if slot >= class.bump || !seen.insert(slot) {
                 continue;
             }
-            let chunk = class.chunk(slot);
-            if chunk[OFF_STATUS] == IN_USE
-                && !is_expired(rd32(chunk, OFF_EXPIRY), now)
-                && !f(Item::new(chunk))
-            {
-                return;
+            if let Some(item) = live(slot) {
+                if !f(item) {
+                    return;
+                }
+            }
+        }
+        for slot in 0..class.bump.min(walk) {
+            if seen.contains(&slot) {
+                continue;
+            }
+            if let Some(item) = live(slot) {
+                if !f(item) {
+                    return;
+                }
             }
         }
     }

@@ -245,7 +245,8 @@ fn restore_class(
             }
         }
     }
-    // A dump after a warm restart lists what it would have listed before it.
+    // A cachedump after a warm restart starts from the class's highest CAS values: its
+    // newest items (without the repeats and deleted slots the old ring may have held).
     newest.into_ring(&mut class.recent);
     Ok(())
 }
