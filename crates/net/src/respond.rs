@@ -133,6 +133,8 @@ pub(crate) fn wr_compose(
         Step::Crawler(ref op) => line(out, control::crawler(shared, op, now)),
         Step::MetaDump(ref classes) => match dump_refused(shared, out, true) {
             Some(why) => line(out, why),
+            // memcached's crawler runs one job at a time: a metadump waits for no crawl.
+            None if shared.engine.crawling() => line(out, hkv_proto::errors::admin::CRAWLER_BUSY),
             None => crate::stats::metadump(classes.as_deref(), shared, now, out),
         },
         Step::Meta(ref m) => {

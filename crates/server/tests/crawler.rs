@@ -112,5 +112,10 @@ fn regression_a_client_looping_crawls_gets_busy_while_one_runs() {
     }
     assert_eq!(c.stat("", "lru_crawler_running").unwrap(), "1");
     assert_eq!(c.stat("", "lru_crawler_starts").unwrap(), "1");
+    // memcached's crawler runs one job at a time: a metadump waits for no crawl either.
+    c.expect(
+        "lru_crawler metadump all\r\n",
+        "BUSY currently processing crawler request\r\n",
+    );
     c.expect("get k7\r\n", "VALUE k7 0 1\r\nx\r\nEND\r\n");
 }

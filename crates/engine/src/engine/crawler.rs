@@ -100,8 +100,8 @@ impl Engine {
 
     /// The crawler's thread: runs each crawl asked for until `stop` says the server stops.
     /// A crawl goes through each partition in slices of [`CRAWL_SLICE`] chunks, letting go of
-    /// the partition and sleeping `lru_crawler sleep` microseconds per 1,000 chunks between
-    /// slices (memcached's pace), so workers' batches get the partition in between.
+    /// the partition after each and sleeping `lru_crawler sleep` microseconds per 1,000
+    /// chunks it examined (memcached's pace), so workers' batches get the partition between.
     pub fn run_crawler(&self, stop: &AtomicBool) {
         loop {
             let job = {
@@ -126,23 +126,30 @@ impl Engine {
         }
     }
 
-    /// One crawl, run by the caller. Returns how many items it freed.
-    fn crawl_now(&self, classes: Option<&[usize]>, now: u32, stop: &AtomicBool) -> u64 {
+    /// One crawl, run by the caller. Returns how many items it freed. Each slice judges
+    /// expiry by the time asked at plus the time the crawl has run, as memcached's crawler
+    /// reads its clock per item.
+    fn crawl_now(&self, classes: Option<&[usize]>, asked_at: u32, stop: &AtomicBool) -> u64 {
         let per_class = self.crawler.tocrawl.load(Ordering::Relaxed);
+        let started = std::time::Instant::now();
         let mut freed = 0;
         for p in 0..self.partitions.len() {
             let mut cursor = hkv_store::CrawlCursor::default();
             while !cursor.done && !stop.load(Ordering::Relaxed) {
-                {
+                let now = asked_at.saturating_add(started.elapsed().as_secs() as u32);
+                let examined = {
                     let mut part = self.lock(p);
+                    let before = part.store().stats().crawler_checked;
                     freed +=
                         u64::from(part.crawl(classes, per_class, &mut cursor, CRAWL_SLICE, now));
                     self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
-                }
-                let sleep_us = self.crawler.sleep_us.load(Ordering::Relaxed);
-                let pause = u64::from(sleep_us) * u64::from(CRAWL_SLICE / 1000);
+                    part.store().stats().crawler_checked - before
+                };
+                // memcached's pace: `lru_crawler sleep` per 1,000 items examined.
+                let sleep_us = u64::from(self.crawler.sleep_us.load(Ordering::Relaxed));
+                let pause = Duration::from_micros(sleep_us * examined / 1000);
                 if !cursor.done || p + 1 < self.partitions.len() {
-                    sleep_unless_stopped(Duration::from_micros(pause), stop);
+                    sleep_unless_stopped(pause, stop);
                 }
             }
         }
