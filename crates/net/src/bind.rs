@@ -188,6 +188,18 @@ fn reuseport_udp(addr: SocketAddr) -> std::io::Result<mio::net::UdpSocket> {
     if let Err(e) = rustix::net::sockopt::set_socket_recv_buffer_size(&fd, UDP_RECV_BUFFER) {
         tracing::debug!(error = %e, "UDP receive buffer left at the kernel's default");
     }
+    // UDP GRO (Linux 5.0): a run of datagrams from one client arrives as one buffer, cut
+    // back into datagrams here, so the kernel's receive path runs once per run, not once
+    // per datagram (a client's GSO send stays whole over loopback; a NIC's GRO coalesces
+    // a client's back-to-back datagrams). Refused on older kernels: datagrams come one by
+    // one as before. HKV_UDP_GRO=0 leaves it off, to compare.
+    if std::env::var_os("HKV_UDP_GRO").is_none_or(|v| v != "0") {
+        if let Err(e) =
+            nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::UdpGroSegment, &true)
+        {
+            tracing::info!(error = %e, "UDP GRO refused; datagrams are received one by one");
+        }
+    }
     Ok(mio::net::UdpSocket::from_std(std::net::UdpSocket::from(fd)))
 }
 

@@ -23,6 +23,8 @@ pub struct ServerStats {
     pub bytes_written: AtomicU64,
     /// UDP GSO sends (a run of reply datagrams to one peer in one send).
     pub udp_gso_sends: AtomicU64,
+    /// UDP receives that carried several datagrams of one client coalesced (GRO).
+    pub udp_gro_receives: AtomicU64,
     /// Connections whose end (or input) a peek found after their receive missed it.
     pub uring_missed_ends: AtomicU64,
     pub cmd_flush: AtomicU64,

@@ -6,7 +6,8 @@ use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
 
 use nix::sys::socket::{
-    recvmmsg, sendmmsg, sendmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage,
+    recvmmsg, sendmmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders,
+    SockaddrStorage,
 };
 
 pub(crate) use hkv_proto::udp::{frame, Frame};
@@ -32,17 +33,19 @@ pub(crate) const RECV_SLOTS: usize = 16;
 const SLOT_BYTES: usize = 65536;
 /// Datagrams sent per `sendmmsg`.
 const SEND_BATCH: usize = 64;
-/// Sent datagrams' buffers kept for the next pass's replies (each at most a datagram).
-const FREE_DATAGRAMS: usize = 4 * SEND_BATCH;
-/// Request payloads' buffers kept for the next pass, and the largest one kept: requests of
-/// a pass are at most `UDP_PER_PASS` (64) datagrams, nearly all small.
-const FREE_PAYLOADS: usize = 64;
+/// Bytes of sent datagrams' buffers kept for the next pass's replies (each at most a
+/// datagram): a budget in bytes, not buffers, since a pass of GRO receives answers
+/// hundreds of datagrams, nearly all small.
+const KEPT_DATAGRAM_BYTES: usize = 512 * 1024;
+/// Bytes of request payloads' buffers kept for the next pass, and the largest one kept.
+const KEPT_PAYLOADS_BYTES: usize = 256 * 1024;
 const KEPT_PAYLOAD_BYTES: usize = 4096;
 
 /// A worker's buffers for batched UDP: 1 MiB, allocated only with `-U`, and at most
-/// 640 KiB of buffers kept from pass to pass ([`FREE_DATAGRAMS`] sent datagrams of at most
-/// 1,400 bytes, [`FREE_PAYLOADS`] request payloads of at most 4 KiB), so that a datagram
-/// costs no allocation in a steady stream (the allocator was ~7% of a UDP GET's CPU).
+/// 768 KiB of buffers kept from pass to pass ([`KEPT_DATAGRAM_BYTES`] of sent datagrams of
+/// at most 1,400 bytes each, [`KEPT_PAYLOADS_BYTES`] of request payloads of at most 4 KiB
+/// each), so that a datagram costs no allocation in a steady stream (the allocator was ~7%
+/// of a UDP GET's CPU).
 pub(crate) struct UdpBatch {
     slots: Vec<Vec<u8>>,
     /// Replies of the pass, sent together.
@@ -53,6 +56,9 @@ pub(crate) struct UdpBatch {
     gso: bool,
     /// GSO sends made since the last flush's caller took them (`udp_gso_sends`).
     pub gso_sends: u64,
+    /// Receives that carried several coalesced datagrams (UDP GRO) since the caller last
+    /// took them (`udp_gro_receives`).
+    pub gro_receives: u64,
 }
 
 impl UdpBatch {
@@ -61,9 +67,13 @@ impl UdpBatch {
             slots: (0..RECV_SLOTS).map(|_| vec![0u8; SLOT_BYTES]).collect(),
             out: Vec::new(),
             free: Vec::new(),
-            payloads: Payloads(Vec::new()),
+            payloads: Payloads {
+                kept: Vec::new(),
+                bytes: 0,
+            },
             gso: std::env::var_os("HKV_UDP_GSO").is_none_or(|v| v != "0"),
             gso_sends: 0,
+            gro_receives: 0,
         }
     }
 
@@ -88,9 +98,12 @@ impl UdpBatch {
         mut f: impl FnMut(SocketAddr, &[u8], &mut Payloads),
     ) -> io::Result<usize> {
         // The headers hold raw pointers (not Send): made per call, a few small allocations
-        // beside a system call.
-        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(RECV_SLOTS, None);
-        let got: Vec<(usize, Option<SocketAddr>, bool)> = {
+        // beside a system call. Each has room for the UDP_GRO message (its segment size).
+        let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(
+            RECV_SLOTS,
+            Some(nix::cmsg_space!(libc::c_int)),
+        );
+        let got: Vec<(usize, Option<SocketAddr>, bool, usize)> = {
             let mut iovs: Vec<[IoSliceMut<'_>; 1]> = self
                 .slots
                 .iter_mut()
@@ -109,18 +122,24 @@ impl UdpBatch {
                     m.bytes,
                     m.address.as_ref().and_then(to_std),
                     m.flags.contains(MsgFlags::MSG_TRUNC),
+                    gro_segment(&m),
                 )
             })
             .collect()
         };
         let n = got.len();
-        for (i, (bytes, peer, truncated)) in got.into_iter().enumerate() {
-            if let (Some(peer), false) = (peer, truncated) {
-                f(
-                    peer,
-                    &self.slots[i][..bytes.min(SLOT_BYTES)],
-                    &mut self.payloads,
-                );
+        for (i, (bytes, peer, truncated, segment)) in got.into_iter().enumerate() {
+            let (Some(peer), false) = (peer, truncated) else {
+                continue;
+            };
+            let buf = &self.slots[i][..bytes.min(SLOT_BYTES)];
+            if segment > 0 && segment < buf.len() {
+                self.gro_receives += 1;
+                for d in buf.chunks(segment) {
+                    f(peer, d, &mut self.payloads);
+                }
+            } else {
+                f(peer, buf, &mut self.payloads);
             }
         }
         Ok(n)
@@ -178,14 +197,15 @@ impl UdpBatch {
             i += run;
         }
         sent += self.send_plain(sock, &out, &mut plain);
-        let keep = FREE_DATAGRAMS.saturating_sub(self.free.len());
-        self.free.extend(
-            out.drain(..)
-                .map(|(_, d)| d)
-                .filter(|d| d.capacity() <= hkv_proto::udp::MAX_DATAGRAM)
-                .take(keep),
-        );
-        out.clear();
+        // What is left in `free` was not taken this pass; usually little.
+        let mut kept: usize = self.free.iter().map(|d| d.capacity()).sum();
+        for (_, d) in out.drain(..) {
+            let c = d.capacity();
+            if c <= hkv_proto::udp::MAX_DATAGRAM && kept + c <= KEPT_DATAGRAM_BYTES {
+                kept += c;
+                self.free.push(d);
+            }
+        }
         self.out = out;
         sent
     }
@@ -244,23 +264,49 @@ impl UdpBatch {
     }
 }
 
-/// Buffers of earlier passes' request payloads, for the next ones.
-pub(crate) struct Payloads(Vec<Vec<u8>>);
+/// Buffers of earlier passes' request payloads, for the next ones, and their capacity in
+/// bytes.
+pub(crate) struct Payloads {
+    kept: Vec<Vec<u8>>,
+    bytes: usize,
+}
 
 impl Payloads {
     /// A copy of `d`, in a kept buffer where there is one.
     pub fn copy(&mut self, d: &[u8]) -> Vec<u8> {
-        let mut p = self.0.pop().unwrap_or_default();
+        let mut p = match self.kept.pop() {
+            Some(p) => {
+                self.bytes -= p.capacity();
+                p
+            }
+            None => Vec::new(),
+        };
         p.clear();
         p.extend_from_slice(d);
         p
     }
 
     fn keep(&mut self, b: Vec<u8>) {
-        if self.0.len() < FREE_PAYLOADS && b.capacity() > 0 && b.capacity() <= KEPT_PAYLOAD_BYTES {
-            self.0.push(b);
+        let c = b.capacity();
+        if c > 0 && c <= KEPT_PAYLOAD_BYTES && self.bytes + c <= KEPT_PAYLOADS_BYTES {
+            self.bytes += c;
+            self.kept.push(b);
         }
     }
+}
+
+/// The segment size a UDP GRO receive reports: the datagrams the kernel coalesced into
+/// one buffer are each this long but the last, which may be shorter. 0: one datagram.
+fn gro_segment<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> usize {
+    let Ok(cmsgs) = m.cmsgs() else {
+        return 0;
+    };
+    for c in cmsgs {
+        if let ControlMessageOwned::UdpGroSegments(size) = c {
+            return usize::try_from(size).unwrap_or(0);
+        }
+    }
+    0
 }
 
 /// Most datagrams in one GSO send (the kernel's UDP_MAX_SEGMENTS).
@@ -367,27 +413,36 @@ mod tests {
                 b.push_reply(to, i as u16, &vec![b'x'; len]);
             }
             b.flush(&server);
-            assert!(b.free.len() <= FREE_DATAGRAMS);
+            assert!(b.free.iter().map(|d| d.capacity()).sum::<usize>() <= KEPT_DATAGRAM_BYTES);
             assert!(b
                 .free
                 .iter()
                 .all(|d| d.capacity() <= hkv_proto::udp::MAX_DATAGRAM));
         }
-        for _ in 0..3 * FREE_PAYLOADS {
+        for i in 0..3 * KEPT_PAYLOADS_BYTES / KEPT_PAYLOAD_BYTES {
             let big = UdpRequest {
                 peer: to,
                 id: 0,
-                payload: Vec::with_capacity(KEPT_PAYLOAD_BYTES + 1),
+                payload: Vec::with_capacity(KEPT_PAYLOAD_BYTES + i % 2),
                 reply: Vec::with_capacity(100),
             };
             b.recycle(big);
         }
-        assert!(b.payloads.0.len() <= FREE_PAYLOADS);
+        let kept: usize = b.payloads.kept.iter().map(|p| p.capacity()).sum();
+        assert_eq!(kept, b.payloads.bytes);
+        assert!(kept <= KEPT_PAYLOADS_BYTES);
         assert!(b
             .payloads
-            .0
+            .kept
             .iter()
             .all(|p| p.capacity() <= KEPT_PAYLOAD_BYTES));
+        // Taking buffers back out keeps the count of their bytes.
+        for _ in 0..10 {
+            let p = b.payloads.copy(b"get a\r\n");
+            assert_eq!(p, b"get a\r\n");
+        }
+        let kept: usize = b.payloads.kept.iter().map(|p| p.capacity()).sum();
+        assert_eq!(kept, b.payloads.bytes);
     }
 
     #[test]

@@ -85,6 +85,10 @@ pub(crate) struct Worker {
     udp_reqs: Vec<crate::udp::UdpRequest>,
     /// Datagrams to go on with in the next pass (at most UDP_PER_PASS: they count in it).
     udp_carry: Vec<crate::udp::UdpRequest>,
+    /// Datagrams received past a pass's UDP_PER_PASS (one GRO receive brings up to 64), in
+    /// the order they came: taken before anything new is received, so a pass stays at
+    /// UDP_PER_PASS and this holds at most one `recvmmsg`'s worth (1 MiB of payload).
+    udp_pending: std::collections::VecDeque<crate::udp::UdpRequest>,
     udp_batch: Option<Box<crate::udp::UdpBatch>>,
     /// A datagram's reply while it is composed (kept: a datagram's reply is small, and
     /// shrunk after one that was not).
@@ -199,6 +203,7 @@ impl Worker {
             udp,
             udp_reqs: Vec::new(),
             udp_carry: Vec::new(),
+            udp_pending: std::collections::VecDeque::new(),
             pass_requests: 0,
             sampler: hkv_engine::Sampler::seeded(0x5EED_0000 ^ id as u32),
             batch_hint: 16,
@@ -510,7 +515,7 @@ impl Worker {
             Some(batch) => self.udp_reqs.drain(..).for_each(|r| batch.recycle(r)),
             None => self.udp_reqs.clear(),
         }
-        if !self.udp_carry.is_empty() {
+        if !self.udp_carry.is_empty() || !self.udp_pending.is_empty() {
             // Another pass at once, as for a socket with datagrams waiting.
             self.udp_ready = true;
         }

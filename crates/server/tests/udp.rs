@@ -359,3 +359,86 @@ fn regression_reused_datagram_buffers_never_carry_an_earlier_reply() {
     }
     assert_healthy(&h);
 }
+
+/// Stops (`-STOP`) or resumes (`-CONT`) the server, so that datagrams queue up meanwhile.
+fn pause(h: &Hkv, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &h.pid().to_string()])
+        .status()
+        .is_ok_and(|st| st.success());
+    assert!(ok, "kill {sig}");
+}
+
+/// Sends `datagrams` as one UDP GSO send (all of the first one's size, the last one no
+/// longer), as a client that batches its GETs does. false: this kernel refuses GSO.
+fn send_gso(s: &UdpSocket, datagrams: &[Vec<u8>]) -> bool {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, SockaddrStorage};
+    let seg = datagrams[0].len() as u16;
+    let parts: Vec<std::io::IoSlice<'_>> =
+        datagrams.iter().map(|d| std::io::IoSlice::new(d)).collect();
+    sendmsg::<SockaddrStorage>(
+        std::os::fd::AsRawFd::as_raw_fd(s),
+        &parts,
+        &[ControlMessage::UdpGsoSegments(&seg)],
+        MsgFlags::empty(),
+        None,
+    )
+    .is_ok()
+}
+
+#[test]
+fn runs_of_datagrams_received_as_one_are_answered_datagram_by_datagram() {
+    // A client's GSO run reaches the server whole over loopback, and the server asks for
+    // UDP GRO: one receive then carries the whole run, which must be cut back into its
+    // datagrams, each answered on its own, in order, with its own key's value. Three runs
+    // wait together (the server stopped), so one `recvmmsg` brings more datagrams than a
+    // pass takes; the rest must be answered by the passes after it.
+    let mut h = Hkv::start(&["--udp-listen", "127.0.0.1:0", "-t", "1"]);
+    let mut c = h.connect();
+    for i in 0..40 {
+        c.expect(&format!("set k{i:02} 0 0 3\r\nv{i:02}\r\n"), "STORED\r\n");
+    }
+    let s = udp_client(&h);
+    let _ = socket2::SockRef::from(&s).set_recv_buffer_size(1 << 20);
+    let get = |id: u16| request(id, 0, 1, format!("get k{:02}\r\n", id % 40).as_bytes());
+    pause(&h, "-STOP");
+    for run in 0..3u16 {
+        let mut datagrams: Vec<Vec<u8>> = (run * 60..run * 60 + 60).map(get).collect();
+        // A runt ends each run: shorter than a frame header, dropped as memcached drops it.
+        datagrams.push(vec![0, 99, 0]);
+        if !send_gso(&s, &datagrams) {
+            eprintln!("UDP GSO refused here: no run to send, skipped");
+            pause(&h, "-CONT");
+            h.terminate();
+            return;
+        }
+    }
+    pause(&h, "-CONT");
+    for id in 0..180u16 {
+        let (_, body) = reply(&s, id);
+        let k = id % 40;
+        assert_eq!(
+            body,
+            format!("VALUE k{k:02} 0 3\r\nv{k:02}\r\nEND\r\n").as_bytes(),
+            "reply {id}"
+        );
+    }
+    s.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    assert!(s.recv(&mut buf).is_err(), "a runt got an answer");
+    // Kernels before 5.0 have no UDP GRO; they hand the run over datagram by datagram.
+    let probe = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let has_gro =
+        nix::sys::socket::setsockopt(&probe, nix::sys::socket::sockopt::UdpGroSegment, &true)
+            .is_ok();
+    let gro = c.stat_n("hkv", "udp_gro_receives");
+    if has_gro {
+        assert!(
+            gro >= 3,
+            "the runs came as datagrams, not GRO receives: {gro}"
+        );
+    }
+    assert_healthy(&h);
+    h.terminate();
+}

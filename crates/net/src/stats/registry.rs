@@ -260,6 +260,7 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "arena_used", Gauge, "bytes of item memory handed out", |s| Val::U(s.shared.engine.arena().used() as u64);
     "arena_limit", Gauge, "item memory budget", |s| Val::U(s.shared.engine.arena().limit() as u64);
     "udp_gso_sends", Counter, "UDP sends that carried a run of reply datagrams to one client (GSO)", |s| s.server(|v| load(&v.udp_gso_sends));
+    "udp_gro_receives", Counter, "UDP receives that carried a run of one client's datagrams coalesced (GRO)", |s| s.server(|v| load(&v.udp_gro_receives));
     "uring_missed_ends", Counter, "io_uring connections whose end or input a receive missed and a peek found", |s| s.server(|v| load(&v.uring_missed_ends));
     "zero_copy_values", Counter, "hits sent from item memory without a copy (--zero-copy-min)", |s| Val::U(s.e.zero_copy_values);
     "pinned_items", Gauge, "items whose chunk a send is reading now", |s| Val::U(s.st.pinned_chunks);

@@ -6,14 +6,22 @@ use std::sync::atomic::Ordering;
 use super::{Worker, UDP_PER_PASS};
 
 impl Worker {
-    /// RV for UDP: takes up to UDP_PER_PASS datagrams into this pass, many per system call.
+    /// RV for UDP: takes up to UDP_PER_PASS datagrams into this pass, many per system call
+    /// (and, with UDP GRO, many per buffer).
     pub(super) fn receive_udp(&mut self) {
-        // Datagrams that earlier passes did not finish go first, in the order they came.
+        // Datagrams that earlier passes did not finish go first, then those an earlier
+        // receive brought past its pass's room, in the order they came.
         self.udp_reqs.append(&mut self.udp_carry);
+        while self.udp_reqs.len() < UDP_PER_PASS {
+            match self.udp_pending.pop_front() {
+                Some(r) => self.udp_reqs.push(r),
+                None => break,
+            }
+        }
         let (Some(sock), Some(batch)) = (self.udp.as_ref(), self.udp_batch.as_mut()) else {
             return;
         };
-        if !self.udp_ready {
+        if !self.udp_ready || !self.udp_pending.is_empty() {
             return;
         }
         // UDP has no connection to authenticate: with -S or -Y nothing is served over it
@@ -60,6 +68,9 @@ impl Worker {
                     break;
                 }
             }
+        }
+        if reqs.len() > UDP_PER_PASS {
+            self.udp_pending.extend(reqs.drain(UDP_PER_PASS..));
         }
     }
 }

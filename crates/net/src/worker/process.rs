@@ -486,6 +486,13 @@ impl Worker {
                     .udp_gso_sends
                     .fetch_add(gso, Ordering::Relaxed);
             }
+            let gro = std::mem::take(&mut batch.gro_receives);
+            if gro > 0 {
+                self.shared
+                    .stats
+                    .udp_gro_receives
+                    .fetch_add(gro, Ordering::Relaxed);
+            }
         }
         // The connections' outputs hold what they send; the pass's own handles would keep
         // those chunks pinned for as long as this worker stays idle.
