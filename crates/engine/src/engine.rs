@@ -266,7 +266,11 @@ impl Engine {
             Expiry::Never | Expiry::AlreadyExpired => now,
         };
         for p in 0..self.partitions.len() {
-            self.lock(p).flush_all(at, now);
+            let mut part = self.lock(p);
+            part.flush_all(at, now);
+            // A flush drops the waiting index writes: the count must say so before the
+            // partition's next batch (the `pending_writes` stat, idle workers' checks).
+            self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
         }
     }
 

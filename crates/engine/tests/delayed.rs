@@ -411,3 +411,26 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
         }
     }
 }
+
+#[test]
+fn regression_flush_all_and_reassign_leave_no_stale_count_of_waiting_writes() {
+    // The count of waiting index writes (the `pending_writes` stat) was refreshed only by
+    // batches: after a flush_all had dropped the writes, or a reassign applied them, it
+    // still said they waited until the partition's next batch.
+    for b in backends() {
+        let e = engine(b, 8 << 20);
+        assert_eq!(run(&e, &[Request::set(b"k", b"v1")]), ["Stored"]);
+        assert_eq!(e.pending_writes(), 1);
+        e.flush_all(0, NOW);
+        assert_eq!(e.pending_writes(), 0, "{b:?}: flush_all");
+        assert!(!e.has_pending_writes());
+        assert_eq!(run(&e, &[Request::get(b"k")]), ["Miss"]);
+
+        assert_eq!(run(&e, &[Request::set(b"j", b"v2")]), ["Stored"]);
+        assert_eq!(e.pending_writes(), 1);
+        // Whether or not a page can move, the waiting writes are applied first.
+        let _ = e.reassign(0, 1, NOW);
+        assert_eq!(e.pending_writes(), 0, "{b:?}: reassign");
+        assert_eq!(run(&e, &[Request::get(b"j")]), ["VALUE v2"]);
+    }
+}

@@ -211,7 +211,11 @@ impl Engine {
         let mut first_err = None;
         let mut moved = false;
         for p in 0..self.partitions.len() {
-            match self.lock(p).reassign(from, to, now) {
+            let mut part = self.lock(p);
+            // A reassign applies the waiting index writes first.
+            let r = part.reassign(from, to, now);
+            self.pending[p].store(part.pending_writes(), std::sync::atomic::Ordering::Relaxed);
+            match r {
                 Ok(()) => moved = true,
                 Err(e) => {
                     first_err.get_or_insert(e);
