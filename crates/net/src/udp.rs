@@ -34,8 +34,8 @@ const SLOT_BYTES: usize = 65536;
 /// Datagrams sent per `sendmmsg`.
 const SEND_BATCH: usize = 64;
 /// Bytes of sent datagrams' buffers kept for the next pass's replies (each at most a
-/// datagram): a budget in bytes, not buffers, since a pass of GRO receives answers
-/// hundreds of datagrams, nearly all small.
+/// datagram): a budget in bytes, not buffers, so that many small replies' buffers are
+/// kept where a few large ones would fill it.
 const KEPT_DATAGRAM_BYTES: usize = 512 * 1024;
 /// Bytes of request payloads' buffers kept for the next pass, and the largest one kept.
 const KEPT_PAYLOADS_BYTES: usize = 256 * 1024;
@@ -103,7 +103,7 @@ impl UdpBatch {
             RECV_SLOTS,
             Some(nix::cmsg_space!(libc::c_int)),
         );
-        let got: Vec<(usize, Option<SocketAddr>, bool, usize)> = {
+        let got: Vec<(usize, Option<SocketAddr>, bool, Option<usize>)> = {
             let mut iovs: Vec<[IoSliceMut<'_>; 1]> = self
                 .slots
                 .iter_mut()
@@ -129,7 +129,7 @@ impl UdpBatch {
         };
         let n = got.len();
         for (i, (bytes, peer, truncated, segment)) in got.into_iter().enumerate() {
-            let (Some(peer), false) = (peer, truncated) else {
+            let (Some(peer), false, Some(segment)) = (peer, truncated, segment) else {
                 continue;
             };
             let buf = &self.slots[i][..bytes.min(SLOT_BYTES)];
@@ -296,17 +296,17 @@ impl Payloads {
 }
 
 /// The segment size a UDP GRO receive reports: the datagrams the kernel coalesced into
-/// one buffer are each this long but the last, which may be shorter. 0: one datagram.
-fn gro_segment<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> usize {
-    let Ok(cmsgs) = m.cmsgs() else {
-        return 0;
-    };
+/// one buffer are each this long but the last, which may be shorter. Some(0): one
+/// datagram. None: the control messages were cut short, so where the datagrams of the
+/// buffer begin is unknown (the buffer is dropped rather than parsed as one).
+fn gro_segment<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<usize> {
+    let cmsgs = m.cmsgs().ok()?;
     for c in cmsgs {
         if let ControlMessageOwned::UdpGroSegments(size) = c {
-            return usize::try_from(size).unwrap_or(0);
+            return Some(usize::try_from(size).unwrap_or(0));
         }
     }
-    0
+    Some(0)
 }
 
 /// Most datagrams in one GSO send (the kernel's UDP_MAX_SEGMENTS).

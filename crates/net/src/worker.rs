@@ -85,9 +85,10 @@ pub(crate) struct Worker {
     udp_reqs: Vec<crate::udp::UdpRequest>,
     /// Datagrams to go on with in the next pass (at most UDP_PER_PASS: they count in it).
     udp_carry: Vec<crate::udp::UdpRequest>,
-    /// Datagrams received past a pass's UDP_PER_PASS (one GRO receive brings up to 64), in
-    /// the order they came: taken before anything new is received, so a pass stays at
-    /// UDP_PER_PASS and this holds at most one `recvmmsg`'s worth (1 MiB of payload).
+    /// Datagrams received past a pass's UDP_PER_PASS (one GRO receive brings up to 128,
+    /// Linux's UDP_MAX_SEGMENTS since 6.9), in the order they came: taken before anything
+    /// new is received, so a pass stays at UDP_PER_PASS and this holds at most one
+    /// `recvmmsg`'s worth (1 MiB of payload, 2,047 datagrams).
     udp_pending: std::collections::VecDeque<crate::udp::UdpRequest>,
     udp_batch: Option<Box<crate::udp::UdpBatch>>,
     /// A datagram's reply while it is composed (kept: a datagram's reply is small, and

@@ -404,8 +404,13 @@ fn runs_of_datagrams_received_as_one_are_answered_datagram_by_datagram() {
     pause(&h, "-STOP");
     for run in 0..3u16 {
         let mut datagrams: Vec<Vec<u8>> = (run * 60..run * 60 + 60).map(get).collect();
-        // A runt ends each run: shorter than a frame header, dropped as memcached drops it.
-        datagrams.push(vec![0, 99, 0]);
+        if run < 2 {
+            // A runt ends a run: shorter than a frame header, dropped as memcached drops it.
+            datagrams.push(vec![0, 99, 0]);
+        } else {
+            // A shorter request ends the last one, and is a request of its own.
+            datagrams.push(request(180, 0, 1, b"get k7\r\n"));
+        }
         if !send_gso(&s, &datagrams) {
             eprintln!("UDP GSO refused here: no run to send, skipped");
             pause(&h, "-CONT");
@@ -423,6 +428,8 @@ fn runs_of_datagrams_received_as_one_are_answered_datagram_by_datagram() {
             "reply {id}"
         );
     }
+    let (_, body) = reply(&s, 180);
+    assert_eq!(body, b"END\r\n", "the run's shorter last datagram");
     s.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let mut buf = [0u8; 2048];
