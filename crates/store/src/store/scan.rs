@@ -105,34 +105,46 @@ impl SlabStore {
         budget: u32,
         mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> u32 {
-        let count = classes.map_or(self.classes.len(), <[usize]>::len);
         let mut freed = 0;
         let mut left = budget;
-        while left > 0 && cursor.class < count {
-            let c = classes.map_or(cursor.class, |l| l[cursor.class]);
-            let Some(class) = self.classes.get(c) else {
-                cursor.class += 1;
-                continue;
+        while left > 0 {
+            let Some(c) = self.settle(classes, per_class, cursor) else {
+                break;
             };
-            let limit = class.bump;
-            let end = if per_class == 0 {
-                limit
-            } else {
-                limit.min(per_class)
-            };
-            while left > 0 && cursor.slot < end {
-                freed += u32::from(self.reclaim_if_expired(c, cursor.slot, now, &mut on_reclaim));
-                cursor.slot += 1;
-                left -= 1;
-            }
-            if cursor.slot >= end {
-                cursor.class += 1;
-                cursor.slot = 0;
-            }
+            let slot = cursor.slot;
+            cursor.slot += 1;
+            left -= 1;
+            freed += u32::from(self.reclaim_if_expired(c, slot, now, &mut on_reclaim));
         }
         self.stats.crawler_checked += u64::from(budget - left);
-        cursor.done = cursor.class >= count;
+        cursor.done = self.settle(classes, per_class, cursor).is_none();
         freed
+    }
+
+    /// Moves `cursor` past the classes of a walk over `classes` (0-based; all when `None`)
+    /// that have no chunk left to examine, at most `per_class` of each (0: no limit), and
+    /// returns the class its next chunk is in; None once every class is through. Crawls and
+    /// listings step their cursors with it, so both walk the same chunks in the same order.
+    fn settle(
+        &self,
+        classes: Option<&[usize]>,
+        per_class: u32,
+        cursor: &mut CrawlCursor,
+    ) -> Option<usize> {
+        let count = classes.map_or(self.classes.len(), <[usize]>::len);
+        while cursor.class < count {
+            let c = classes.map_or(cursor.class, |l| l[cursor.class]);
+            let end = self.classes.get(c).map_or(0, |class| match per_class {
+                0 => class.bump,
+                n => class.bump.min(n),
+            });
+            if cursor.slot < end {
+                return Some(c);
+            }
+            cursor.class += 1;
+            cursor.slot = 0;
+        }
+        None
     }
 
     /// Frees chunk `slot` of class `c` if it holds an expired item; true if it did.
@@ -172,8 +184,9 @@ impl SlabStore {
     /// chunks from `cursor` (start at `CrawlCursor::default()`), in storage order, calling
     /// `f` with each item and its class until `f` says stop. `cursor.done` once every class
     /// is through or `f` stopped. Returns the chunks examined. In slices, a caller can let
-    /// go of the partition between them, so a listing of a large cache does not hold every
-    /// other request to it for the whole walk, as a crawl does not.
+    /// go of the partition between them: that bounds each hold of its lock, though not
+    /// what a waiting request waits (the lock is not fair, and the walker may take it
+    /// straight back).
     pub fn scan_items(
         &self,
         now: u32,
@@ -182,32 +195,23 @@ impl SlabStore {
         budget: u32,
         mut f: impl FnMut(usize, Item<'_>) -> bool,
     ) -> u32 {
-        let count = classes.map_or(self.classes.len(), <[usize]>::len);
         let mut left = budget;
-        while left > 0 && cursor.class < count {
-            let c = classes.map_or(cursor.class, |l| l[cursor.class]);
-            let Some(class) = self.classes.get(c) else {
-                cursor.class += 1;
-                continue;
+        while left > 0 {
+            let Some(c) = self.settle(classes, 0, cursor) else {
+                break;
             };
-            while left > 0 && cursor.slot < class.bump {
-                let chunk = class.chunk(cursor.slot);
-                cursor.slot += 1;
-                left -= 1;
-                if chunk[OFF_STATUS] == IN_USE
-                    && !is_expired(rd32(chunk, OFF_EXPIRY), now)
-                    && !f(c, Item::new(chunk))
-                {
-                    cursor.done = true;
-                    return budget - left;
-                }
-            }
-            if cursor.slot >= class.bump {
-                cursor.class += 1;
-                cursor.slot = 0;
+            let chunk = self.classes[c].chunk(cursor.slot);
+            cursor.slot += 1;
+            left -= 1;
+            if chunk[OFF_STATUS] == IN_USE
+                && !is_expired(rd32(chunk, OFF_EXPIRY), now)
+                && !f(c, Item::new(chunk))
+            {
+                cursor.done = true;
+                return budget - left;
             }
         }
-        cursor.done = cursor.class >= count;
+        cursor.done = self.settle(classes, 0, cursor).is_none();
         budget - left
     }
 
