@@ -272,3 +272,34 @@ fn verbosity_changes_the_log_level_and_stats_settings() {
     let _ = child.wait();
     let _ = std::fs::remove_file(&log);
 }
+
+#[test]
+fn regression_a_metadump_of_a_list_of_classes_is_not_cut_short_by_other_classes() {
+    // `lru_crawler metadump <id>,<id>` listed every class up to its limit (262,144 items)
+    // and then kept the classes asked for: the items of a class walked first used up the
+    // limit, and the classes asked for came out short.
+    let h = Hkv::start(&["-m", "128"]);
+    let mut c = h.connect();
+    let mut small = String::new();
+    for i in 0..300_000 {
+        small.push_str(&format!("set s{i} 0 0 1 noreply\r\nv\r\n"));
+    }
+    c.send(small.as_bytes());
+    let big = "x".repeat(3000);
+    for i in 0..50 {
+        c.expect(&format!("set big{i} 0 0 3000\r\n{big}\r\n"), "STORED\r\n");
+    }
+    let items = c.call("stats items\r\n", "END\r\n");
+    let class = items
+        .lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix("STAT items:")?;
+            let (id, stat) = rest.split_once(':')?;
+            (stat == "number 50").then(|| id.to_string())
+        })
+        .expect("the big items' class");
+    let dump = c.call(&format!("lru_crawler metadump {class},63\r\n"), "END\r\n");
+    let listed = dump.matches("key=big").count();
+    assert_eq!(listed, 50, "every item of the classes asked for");
+    assert!(!dump.contains("key=s"), "only the classes asked for");
+}

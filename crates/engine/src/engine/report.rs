@@ -144,16 +144,15 @@ impl Engine {
             .sum()
     }
 
-    /// Up to `limit` live items (of slab class `class` when given, 0-based), for
-    /// `stats cachedump` and `lru_crawler metadump`.
-    pub fn items(&self, class: Option<usize>, limit: usize, now: u32) -> Vec<ItemSummary> {
+    /// Up to `limit` live items (of the slab classes `classes` when given, 0-based; only
+    /// those are walked), for `lru_crawler metadump`.
+    pub fn items(&self, classes: Option<&[usize]>, limit: usize, now: u32) -> Vec<ItemSummary> {
         let mut out = Vec::new();
-        let only = class.map(|c| [c]);
         for p in 0..self.partitions.len() {
             if out.len() >= limit {
                 break;
             }
-            self.scan_items(p, only.as_ref().map(|c| &c[..]), now, |c, item| {
+            self.scan_items(p, classes, now, |c, item| {
                 out.push(ItemSummary::of(c, &item));
                 out.len() < limit
             });

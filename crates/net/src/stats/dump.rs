@@ -13,16 +13,18 @@ pub(crate) fn metadump(classes: Option<&[u32]>, shared: &Shared, now: u32, out: 
         return;
     }
     let start = out.len();
+    // Only the classes asked for are walked, so others' items count against no limit
+    // (memcached's ids are 1-based).
+    let ids: Option<Vec<usize>> = classes.map(|ids| {
+        ids.iter()
+            .filter_map(|&c| (c as usize).checked_sub(1))
+            .collect()
+    });
     // A line is at least ~64 bytes, so no more items than this can fit.
-    let single = match classes {
-        Some([one]) => Some(*one as usize - 1),
-        _ => None,
-    };
-    let items = shared.engine.items(single, METADUMP_MAX_BYTES / 64, now);
+    let items = shared
+        .engine
+        .items(ids.as_deref(), METADUMP_MAX_BYTES / 64, now);
     for it in items {
-        if classes.is_some_and(|ids| !ids.contains(&(it.class as u32 + 1))) {
-            continue;
-        }
         if out.len() - start > METADUMP_MAX_BYTES {
             break;
         }
