@@ -413,10 +413,10 @@ fn atomics_on_a_hot_key_search_the_index_once_per_apply_period() {
 }
 
 #[test]
-fn regression_flush_all_and_reassign_leave_no_stale_count_of_waiting_writes() {
+fn regression_flush_all_reassign_and_staging_leave_no_stale_count_of_waiting_writes() {
     // The count of waiting index writes (the `pending_writes` stat) was refreshed only by
-    // batches: after a flush_all had dropped the writes, or a reassign applied them, it
-    // still said they waited until the partition's next batch.
+    // batches: after a flush_all had dropped the writes, or a reassign or a value's staging
+    // applied them, it still said they waited until the partition's next batch.
     for b in backends() {
         let e = engine(b, 8 << 20);
         assert_eq!(run(&e, &[Request::set(b"k", b"v1")]), ["Stored"]);
@@ -432,5 +432,11 @@ fn regression_flush_all_and_reassign_leave_no_stale_count_of_waiting_writes() {
         let _ = e.reassign(0, 1, NOW);
         assert_eq!(e.pending_writes(), 0, "{b:?}: reassign");
         assert_eq!(run(&e, &[Request::get(b"j")]), ["VALUE v2"]);
+
+        // A value staged ahead of its command that finds no memory applies them too.
+        assert_eq!(run(&e, &[Request::set(b"i", b"v3")]), ["Stored"]);
+        assert_eq!(e.pending_writes(), 1);
+        assert!(e.stage_value(b"i", 64 << 20, NOW).is_none());
+        assert_eq!(e.pending_writes(), 0, "{b:?}: stage_value");
     }
 }

@@ -302,4 +302,10 @@ fn regression_a_metadump_of_a_list_of_classes_is_not_cut_short_by_other_classes(
     let listed = dump.matches("key=big").count();
     assert_eq!(listed, 50, "every item of the classes asked for");
     assert!(!dump.contains("key=s"), "only the classes asked for");
+    // A class named twice is listed once, as memcached takes the ids as a set.
+    let twice = c.call(
+        &format!("lru_crawler metadump {class},{class}\r\n"),
+        "END\r\n",
+    );
+    assert_eq!(twice.matches("key=big").count(), 50, "each item once");
 }

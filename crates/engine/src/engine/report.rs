@@ -145,7 +145,8 @@ impl Engine {
     }
 
     /// Up to `limit` live items (of the slab classes `classes` when given, 0-based; only
-    /// those are walked), for `lru_crawler metadump`.
+    /// those are walked, in the order given: a class named twice is walked twice), for
+    /// `lru_crawler metadump`.
     pub fn items(&self, classes: Option<&[usize]>, limit: usize, now: u32) -> Vec<ItemSummary> {
         let mut out = Vec::new();
         for p in 0..self.partitions.len() {

@@ -12,7 +12,14 @@ impl Engine {
     /// it (`Request::staged`). None if memory cannot be had now.
     pub fn stage_value(&self, key: &[u8], value_len: usize, now: u32) -> Option<Staged> {
         let p = hash_key(key).partition(self.partitions.len() as u32);
-        let st = self.lock(p as usize).stage_value(key, value_len, now)?;
+        let st = {
+            let mut part = self.lock(p as usize);
+            let st = part.stage_value(key, value_len, now);
+            // Taking the memory may have applied the waiting index writes.
+            self.pending[p as usize]
+                .store(part.pending_writes(), std::sync::atomic::Ordering::Relaxed);
+            st?
+        };
         Some(Staged {
             partition: p,
             loc: st.loc,

@@ -14,11 +14,16 @@ pub(crate) fn metadump(classes: Option<&[u32]>, shared: &Shared, now: u32, out: 
     }
     let start = out.len();
     // Only the classes asked for are walked, so others' items count against no limit
-    // (memcached's ids are 1-based).
+    // (memcached's ids are 1-based). Each class once, in order: memcached's crawler takes
+    // a list of ids as a set.
     let ids: Option<Vec<usize>> = classes.map(|ids| {
-        ids.iter()
+        let mut v: Vec<usize> = ids
+            .iter()
             .filter_map(|&c| (c as usize).checked_sub(1))
-            .collect()
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
     });
     // A line is at least ~64 bytes, so no more items than this can fit.
     let items = shared
