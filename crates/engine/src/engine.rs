@@ -209,7 +209,7 @@ impl Engine {
             run(&mut part);
             timing.add(&part.take_timing());
             self.note_largest(&part);
-            self.pending[p as usize].store(part.pending_writes(), Ordering::Relaxed);
+            self.note_pending(p as usize, &part);
         });
         if scheduled {
             self.observe(&timing, &mut s.arrived);
@@ -239,6 +239,13 @@ impl Engine {
         self.pending.iter().map(|p| p.load(Ordering::Relaxed)).sum()
     }
 
+    /// Records partition `p`'s waiting index writes, read under its lock, for the callers
+    /// that check them without it (the `pending_writes` stat, idle workers). Whatever
+    /// applies or drops them calls this, so the count is never stale past that call.
+    fn note_pending(&self, p: usize, part: &Partition) {
+        self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
+    }
+
     /// Applies waiting index writes now; an idle worker calls this so writes never wait on
     /// traffic that is not coming.
     pub fn apply_pending(&self) {
@@ -248,7 +255,7 @@ impl Engine {
             }
             let mut part = self.lock(p);
             part.apply_pending();
-            n.store(part.pending_writes(), Ordering::Relaxed);
+            self.note_pending(p, &part);
             // Idle time: not a batch the scheduler should fit its costs to.
             part.take_timing();
         }
@@ -268,9 +275,8 @@ impl Engine {
         for p in 0..self.partitions.len() {
             let mut part = self.lock(p);
             part.flush_all(at, now);
-            // A flush drops the waiting index writes: the count must say so before the
-            // partition's next batch (the `pending_writes` stat, idle workers' checks).
-            self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
+            // A flush drops the waiting index writes.
+            self.note_pending(p, &part);
         }
     }
 

@@ -142,7 +142,7 @@ impl Engine {
                     let before = part.store().stats().crawler_checked;
                     freed +=
                         u64::from(part.crawl(classes, per_class, &mut cursor, CRAWL_SLICE, now));
-                    self.pending[p].store(part.pending_writes(), Ordering::Relaxed);
+                    self.note_pending(p, &part);
                     part.store().stats().crawler_checked - before
                 };
                 // memcached's pace: `lru_crawler sleep` per 1,000 items examined.

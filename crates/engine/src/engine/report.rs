@@ -214,7 +214,7 @@ impl Engine {
             let mut part = self.lock(p);
             // A reassign applies the waiting index writes first.
             let r = part.reassign(from, to, now);
-            self.pending[p].store(part.pending_writes(), std::sync::atomic::Ordering::Relaxed);
+            self.note_pending(p, &part);
             match r {
                 Ok(()) => moved = true,
                 Err(e) => {

@@ -16,8 +16,7 @@ impl Engine {
             let mut part = self.lock(p as usize);
             let st = part.stage_value(key, value_len, now);
             // Taking the memory may have applied the waiting index writes.
-            self.pending[p as usize]
-                .store(part.pending_writes(), std::sync::atomic::Ordering::Relaxed);
+            self.note_pending(p as usize, &part);
             st?
         };
         Some(Staged {
