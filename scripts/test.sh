@@ -4,9 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
+# One full build per run: incremental caches would only add a gigabyte of disk.
+export CARGO_INCREMENTAL=0
 FUZZ_SECONDS=${FUZZ_SECONDS:-45}
 
 step() { printf '\n== %s\n' "$*"; }
+# CI machines may have little disk: there each build tree goes once no later step needs it
+# (a developer's run keeps them, so the next run builds only what changed).
+drop_in_ci() {
+  if [ "${CI:-}" = true ]; then rm -rf "$@"; fi
+  df -h . | tail -n 1
+}
 
 results=$(mktemp)
 hkv_pid=
@@ -61,6 +69,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 cargo --version
+df -h . | tail -n 1
 # PoCL shows no device without a writable kernel cache.
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$(mktemp -d)}
 
@@ -87,6 +96,7 @@ step "the OpenCL engine on a mirrored table (a discrete GPU's path, on PoCL)"
 HKV_OPENCL_SHARE=0 HKV_REQUIRE_OPENCL=1 cargo test --locked -p hkv-engine --test model \
   --test mirror -p hkv-server --test opencl --test meta --test probes --test large_items \
   --test staged_values 2>&1 | tee -a "$results"
+drop_in_ci target/debug
 
 step "unsafe code under Miri"
 # Miri checks the arena's carving and slice handling, the pinned values that sends read
@@ -101,6 +111,7 @@ if rustup +nightly component add miri rust-src >/dev/null 2>&1; then
 else
   echo "Miri is not available here (no nightly toolchain with the miri component); skipped"
 fi
+drop_in_ci target/miri
 
 step "release build"
 cargo build --release --locked -p hkv-server -p hkv-bench
@@ -144,6 +155,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
     (cd fuzz && cargo +nightly fuzz run "$target" -- \
       -max_total_time="$FUZZ_SECONDS" -dict=dict/memcache.dict 2>&1 | tail -n 3)
   done
+  drop_in_ci fuzz/target
 fi
 
 step "linearizability (Porcupine) on the CPU and OpenCL engines, and a broken build it must reject"
