@@ -24,7 +24,7 @@ mod stage;
 
 use crawler::Crawler;
 pub use crawler::{CrawlError, CrawlerReport};
-pub use report::{ClassStats, ItemSummary};
+pub use report::{ClassStats, ItemSummary, ItemsCursor};
 
 use crate::partition::{BatchTiming, Partition};
 use crate::schedule::{Arrived, Scheduler};

@@ -41,7 +41,7 @@ pub(crate) fn wide_hash(h: &hkv_index::KeyHash) -> u64 {
 pub use cost::PlacementReport;
 pub use engine::{
     Backend, ClassStats, CrawlError, CrawlerReport, Engine, EngineConfig, EngineError, ItemSummary,
-    Scratch,
+    ItemsCursor, Scratch,
 };
 /// Bytes of item header beside key and value (what `me` counts in an item's size).
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;

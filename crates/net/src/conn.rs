@@ -46,6 +46,9 @@ pub(crate) struct Conn {
     pub ring: Option<RingConn>,
     /// After `watch`: its id in the engine's watch hub; the connection only streams logs.
     pub watch: Option<u64>,
+    /// An `lru_crawler metadump` being streamed: its next lines go out as the client reads
+    /// the last ones, and no request after it is read until its END.
+    pub dump: Option<Box<crate::stats::MetaDump>>,
     /// The peer as `stats conns` names it (`tcp:ip:port`, `unix:path`), for `watch connevents`.
     pub peer: String,
     /// Its socket's descriptor (memcached's `cfd` in log lines).
@@ -100,6 +103,7 @@ impl Conn {
             binary: None,
             cont: None,
             watch: None,
+            dump: None,
             peer: String::new(),
             fd: -1,
             close_reason: None,

@@ -11,8 +11,14 @@ use hkv_proto::step::Step;
 use crate::control;
 use crate::shared::Shared;
 
-/// Appends the bytes of `step` to `out`. Returns true if the server must stop. `watcher` is
-/// the connection's watcher slot (`None` over UDP, where `watch` cannot stream).
+/// What a connection streams after its request's reply (`None` over UDP, where nothing can
+/// stream): the logs of `watch`, or an `lru_crawler metadump`.
+pub(crate) struct Streams<'a> {
+    pub watch: &'a mut Option<u64>,
+    pub dump: &'a mut Option<Box<crate::stats::MetaDump>>,
+}
+
+/// Appends the bytes of `step` to `out`. Returns true if the server must stop.
 pub(crate) fn wr_compose(
     step: &Step,
     rbuf: &[u8],
@@ -20,17 +26,19 @@ pub(crate) fn wr_compose(
     shared: &Shared,
     now: u32,
     out: &mut Output,
-    watcher: Option<&mut Option<u64>>,
+    conn: Option<Streams<'_>>,
 ) -> bool {
     match *step {
-        Step::Watch(streams) => match watcher {
-            Some(slot) if slot.is_none() => match shared.engine.watch().add(streams) {
-                Ok(id) => {
-                    *slot = Some(id);
-                    line(out, "OK");
+        Step::Watch(streams) => match conn {
+            Some(Streams { watch: slot, .. }) if slot.is_none() => {
+                match shared.engine.watch().add(streams) {
+                    Ok(id) => {
+                        *slot = Some(id);
+                        line(out, "OK");
+                    }
+                    Err(e) => line(out, &e.to_string()),
                 }
-                Err(e) => line(out, &e.to_string()),
-            },
+            }
             _ => line(out, hkv_proto::errors::ERROR),
         },
         Step::Flush { delay, noreply } => {
@@ -135,7 +143,16 @@ pub(crate) fn wr_compose(
             Some(why) => line(out, why),
             // memcached's crawler runs one job at a time: a metadump waits for no crawl.
             None if shared.engine.crawling() => line(out, hkv_proto::errors::admin::CRAWLER_BUSY),
-            None => crate::stats::metadump(classes.as_deref(), shared, now, out),
+            // The metadump ends its pass (a barrier): the worker streams it from the next.
+            None => match conn {
+                Some(Streams { dump, .. }) => {
+                    match crate::stats::metadump_start(classes.as_deref(), shared) {
+                        Ok(d) => *dump = Some(Box::new(d)),
+                        Err(why) => line(out, why),
+                    }
+                }
+                None => crate::stats::metadump_whole(classes.as_deref(), shared, now, out),
+            },
         },
         Step::Meta(ref m) => {
             // `me` reports the slab class the item lives in (a chained one's header's).

@@ -19,6 +19,7 @@ use hkv_proto::step::Step;
 
 mod datagrams;
 mod drain;
+mod dump;
 mod express;
 mod idle;
 mod io;
@@ -361,7 +362,7 @@ impl Worker {
             for &t in &ready {
                 if let Some(c) = self.conns.get(t) {
                     let backed_up = c.pending_output() >= backed_up_at;
-                    if !backed_up && (c.want_read || c.want_parse) {
+                    if !backed_up && (c.want_read || c.want_parse || c.dump.is_some()) {
                         pending.push(t);
                     }
                 }
@@ -510,6 +511,7 @@ impl Worker {
         }
         self.receive_udp();
         self.feed_watchers(ready);
+        self.feed_dumps(ready);
         TaskTimes::add(&tasks.rv, t0);
         self.process(ready);
         match self.udp_batch.as_mut() {
@@ -531,7 +533,10 @@ impl Worker {
             if self.exempt == Some(t) && !c.mid_request() {
                 self.exempt = None;
             }
-            let done_reading = c.read_closed && (c.unparsed() == 0 || !c.want_parse);
+            // A client that sent `lru_crawler metadump all` and shut its side (`nc -q`) is
+            // still sent the whole dump.
+            let done_reading =
+                c.read_closed && c.dump.is_none() && (c.unparsed() == 0 || !c.want_parse);
             if failed || (!c.output_waiting() && (c.close_after_write || done_reading)) {
                 self.close(t);
                 continue;

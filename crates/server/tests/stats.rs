@@ -5,6 +5,7 @@
 mod common;
 
 use common::{Client, Hkv};
+use std::io::{Read, Write};
 
 #[test]
 fn counters_are_counted_and_reset_gauges_are_not() {
@@ -308,4 +309,47 @@ fn regression_a_metadump_of_a_list_of_classes_is_not_cut_short_by_other_classes(
         "END\r\n",
     );
     assert_eq!(twice.matches("key=big").count(), 50, "each item once");
+}
+
+#[test]
+fn regression_a_metadump_past_16_mib_lists_every_item_then_what_follows() {
+    // A metadump was built whole and cut at 16 MiB: an operator's dump of 300,000 items
+    // (about 21 MB of lines) ended with END after some 240,000 of them. It streams now,
+    // as memcached's does, and what the client sent after it is answered after its END.
+    let h = Hkv::start(&["-m", "256"]);
+    let mut c = h.connect();
+    let n = 300_000;
+    let mut sets = String::new();
+    for i in 0..n {
+        sets.push_str(&format!("set dumped{i:07} 0 0 1 noreply\r\nv\r\n"));
+    }
+    c.send(sets.as_bytes());
+    c.expect("mn\r\n", "MN\r\n");
+    let dump = c.call(
+        "lru_crawler metadump all\r\nget dumped0000007\r\n",
+        "END\r\nVALUE dumped0000007 0 1\r\nv\r\nEND\r\n",
+    );
+    assert!(dump.len() > 16 << 20, "a dump of {} bytes", dump.len());
+    let mut keys: Vec<&str> = dump
+        .lines()
+        .filter_map(|l| l.strip_prefix("key=")?.split(' ').next())
+        .collect();
+    assert_eq!(keys.len(), n, "one line per item");
+    keys.sort_unstable();
+    keys.dedup();
+    assert_eq!(keys.len(), n, "each item once");
+    assert_eq!(
+        dump.matches("END\r\n").count(),
+        2,
+        "the dump's END, then the get's"
+    );
+    // A client that shuts its side after asking (`nc -q`) still gets the whole dump.
+    let mut s = std::net::TcpStream::connect(h.addr).unwrap();
+    s.write_all(b"lru_crawler metadump all\r\n").unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    assert!(all.ends_with(b"END\r\n"), "the dump reached its END");
+    let lines = all.split(|&b| b == b'\n');
+    assert_eq!(lines.filter(|l| l.starts_with(b"key=")).count(), n);
 }

@@ -1,7 +1,7 @@
 //! What the engine reports: its partitions' figures summed, or the first partition's
 //! settings (the same in every partition), for `stats` and the dump commands.
 
-use hkv_store::{ClassInfo, ClassReport, CrawlCursor, Item, ReassignError, StoreStats};
+use hkv_store::{ClassInfo, ClassReport, CrawlCursor, ReassignError, StoreStats};
 
 use super::crawler::CRAWL_SLICE;
 
@@ -17,6 +17,13 @@ pub struct ClassStats {
     pub info: ClassInfo,
     pub pages: usize,
     pub items: u64,
+}
+
+/// Where a listing of items ([`Engine::items_from`]) goes on from; starts at `default()`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ItemsCursor {
+    partition: usize,
+    store: CrawlCursor,
 }
 
 /// One item as the dump commands list it.
@@ -145,20 +152,54 @@ impl Engine {
     }
 
     /// Up to `limit` live items (of the slab classes `classes` when given, 0-based; only
-    /// those are walked, in the order given: a class named twice is walked twice), for
-    /// `lru_crawler metadump`.
+    /// those are walked, in the order given: a class named twice is walked twice).
     pub fn items(&self, classes: Option<&[usize]>, limit: usize, now: u32) -> Vec<ItemSummary> {
         let mut out = Vec::new();
-        for p in 0..self.partitions.len() {
-            if out.len() >= limit {
-                break;
-            }
-            self.scan_items(p, classes, now, |c, item| {
-                out.push(ItemSummary::of(c, &item));
-                out.len() < limit
-            });
+        let mut at = ItemsCursor::default();
+        while out.len() < limit && !self.items_through(&at) {
+            self.items_from(&mut at, classes, now, limit - out.len(), &mut out);
         }
+        out.truncate(limit);
         out
+    }
+
+    /// The next live items of `classes` (all when `None`) from `at`, for `lru_crawler
+    /// metadump`, which streams them as its client reads: partition by partition in storage
+    /// order, until about `want` are added to `out` (never more than `want`) or the walk is
+    /// through ([`Engine::items_through`]). Each partition's lock is held for at most `want`
+    /// chunks at a time. Not a snapshot, as memcached's crawler is not: an item written or
+    /// moved between calls may be listed twice or not at all.
+    pub fn items_from(
+        &self,
+        at: &mut ItemsCursor,
+        classes: Option<&[usize]>,
+        now: u32,
+        want: usize,
+        out: &mut Vec<ItemSummary>,
+    ) {
+        let goal = out.len() + want;
+        while at.partition < self.partitions.len() && out.len() < goal {
+            let slice = u32::try_from(goal - out.len()).map_or(CRAWL_SLICE, |n| n.min(CRAWL_SLICE));
+            self.lock(at.partition).store().scan_items(
+                now,
+                classes,
+                &mut at.store,
+                slice,
+                |c, item| {
+                    out.push(ItemSummary::of(c, &item));
+                    true
+                },
+            );
+            if at.store.done {
+                at.partition += 1;
+                at.store = CrawlCursor::default();
+            }
+        }
+    }
+
+    /// Whether a walk of [`Engine::items_from`] has listed every partition.
+    pub fn items_through(&self, at: &ItemsCursor) -> bool {
+        at.partition >= self.partitions.len()
     }
 
     /// Up to `limit` live items of slab class `class` (0-based), newest first, for `stats
@@ -185,24 +226,6 @@ impl Engine {
             out.truncate(limit);
         }
         out
-    }
-
-    /// Partition `p`'s live items of `classes` (all when `None`) until `f` says stop, in
-    /// slices of [`CRAWL_SLICE`] chunks with the partition's lock let go between them, as a
-    /// crawl does (the lock is not fair: a waiting worker may still wait out several).
-    fn scan_items(
-        &self,
-        p: usize,
-        classes: Option<&[usize]>,
-        now: u32,
-        mut f: impl FnMut(usize, Item<'_>) -> bool,
-    ) {
-        let mut cursor = CrawlCursor::default();
-        while !cursor.done {
-            self.lock(p)
-                .store()
-                .scan_items(now, classes, &mut cursor, CRAWL_SLICE, &mut f);
-        }
     }
 
     /// `slabs reassign <from> <to>` (0-based classes): one page moves in every partition

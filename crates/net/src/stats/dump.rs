@@ -1,22 +1,40 @@
-//! `lru_crawler metadump`: every live key with its metadata, in memcached's format.
+//! `lru_crawler metadump`: every live key with its metadata, in memcached's format,
+//! streamed as the client reads it (memcached's crawler writes the dump to its client as
+//! the socket takes it, so a dump of any size ends with every item).
+
+use hkv_engine::{ItemSummary, ItemsCursor};
+use hkv_proto::errors::admin;
 
 use crate::shared::Shared;
 
-/// Most bytes one metadump reply may hold: the dump is built before it is sent, so it is
-/// cut here (docs/protocol.md) rather than let one command grow the server without bound.
-const METADUMP_MAX_BYTES: usize = 16 << 20;
+/// Most bytes a dump without a connection to stream to (UDP) answers: it is built whole,
+/// so it is cut here (docs/protocol.md).
+const ONE_SHOT_MAX_BYTES: usize = 16 << 20;
 
-/// `lru_crawler metadump <all|ids>`: one line per live item, as memcached prints them.
-pub(crate) fn metadump(classes: Option<&[u32]>, shared: &Shared, now: u32, out: &mut Vec<u8>) {
+/// The longest line a dump writes: a key of the longest length, every byte url-encoded,
+/// and each field at its widest (`exp=4294967295 la=... cas=<20 digits> ...`, under 100
+/// bytes). A walk is asked for no more items than its room holds of these, so a dump of
+/// long keys overshoots its room by one line at most.
+const LONGEST_LINE: usize = 4 + 3 * hkv_proto::MAX_KEY_LEN + 100;
+
+/// A metadump under way: the classes asked for and where the walk is.
+#[derive(Debug)]
+pub(crate) struct MetaDump {
+    classes: Option<Vec<usize>>,
+    at: ItemsCursor,
+}
+
+/// `lru_crawler metadump <all|ids>` starts, or the line refusing it.
+pub(crate) fn metadump_start(
+    classes: Option<&[u32]>,
+    shared: &Shared,
+) -> Result<MetaDump, &'static str> {
     if shared.config.disable_dumping {
-        hkv_proto::reply::line(out, hkv_proto::errors::admin::METADUMP_DISABLED);
-        return;
+        return Err(admin::METADUMP_DISABLED);
     }
-    let start = out.len();
-    // Only the classes asked for are walked, so others' items count against no limit
-    // (memcached's ids are 1-based). Each class once, in order: memcached's crawler takes
-    // a list of ids as a set.
-    let ids: Option<Vec<usize>> = classes.map(|ids| {
+    // Only the classes asked for are walked (memcached's ids are 1-based). Each class once,
+    // in order: memcached's crawler takes a list of ids as a set.
+    let classes = classes.map(|ids| {
         let mut v: Vec<usize> = ids
             .iter()
             .filter_map(|&c| (c as usize).checked_sub(1))
@@ -25,34 +43,77 @@ pub(crate) fn metadump(classes: Option<&[u32]>, shared: &Shared, now: u32, out: 
         v.dedup();
         v
     });
-    // A line is at least ~64 bytes, so no more items than this can fit.
-    let items = shared
-        .engine
-        .items(ids.as_deref(), METADUMP_MAX_BYTES / 64, now);
-    for it in items {
-        if out.len() - start > METADUMP_MAX_BYTES {
-            break;
+    Ok(MetaDump {
+        classes,
+        at: ItemsCursor::default(),
+    })
+}
+
+/// Appends the dump's next lines to `out`, about `room` bytes (past it by one line at
+/// most), and END once every item is listed. Returns true when the dump is through.
+pub(crate) fn metadump_more(
+    d: &mut MetaDump,
+    shared: &Shared,
+    now: u32,
+    room: usize,
+    out: &mut Vec<u8>,
+) -> bool {
+    let engine = &shared.engine;
+    let start = out.len();
+    let mut items = Vec::new();
+    while out.len() - start < room && !engine.items_through(&d.at) {
+        let want = ((room - (out.len() - start)) / LONGEST_LINE).max(1);
+        items.clear();
+        engine.items_from(&mut d.at, d.classes.as_deref(), now, want, &mut items);
+        for it in &items {
+            line(it, out);
         }
-        out.extend_from_slice(b"key=");
-        url_encode(&it.key, out);
-        let exp = if it.expiry == 0 {
-            -1
-        } else {
-            i64::from(it.expiry)
-        };
-        let size = hkv_engine::ITEM_HEADER_BYTES + it.key.len() + it.len as usize;
-        out.extend_from_slice(
-            format!(
-                " exp={exp} la={} cas={} fetch={} cls={} size={size}\n",
-                it.atime,
-                it.cas,
-                if it.fetched { "yes" } else { "no" },
-                it.class + 1
-            )
-            .as_bytes(),
-        );
     }
-    out.extend_from_slice(b"END\r\n");
+    let through = engine.items_through(&d.at);
+    if through {
+        out.extend_from_slice(b"END\r\n");
+    }
+    through
+}
+
+/// A whole dump in one reply, cut at [`ONE_SHOT_MAX_BYTES`], for a transport that cannot
+/// stream one (UDP).
+pub(crate) fn metadump_whole(
+    classes: Option<&[u32]>,
+    shared: &Shared,
+    now: u32,
+    out: &mut Vec<u8>,
+) {
+    match metadump_start(classes, shared) {
+        Ok(mut d) => {
+            if !metadump_more(&mut d, shared, now, ONE_SHOT_MAX_BYTES, out) {
+                out.extend_from_slice(b"END\r\n");
+            }
+        }
+        Err(why) => hkv_proto::reply::line(out, why),
+    }
+}
+
+/// One item as memcached prints it.
+fn line(it: &ItemSummary, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"key=");
+    url_encode(&it.key, out);
+    let exp = if it.expiry == 0 {
+        -1
+    } else {
+        i64::from(it.expiry)
+    };
+    let size = hkv_engine::ITEM_HEADER_BYTES + it.key.len() + it.len as usize;
+    out.extend_from_slice(
+        format!(
+            " exp={exp} la={} cas={} fetch={} cls={} size={size}\n",
+            it.atime,
+            it.cas,
+            if it.fetched { "yes" } else { "no" },
+            it.class + 1
+        )
+        .as_bytes(),
+    );
 }
 
 /// memcached url-encodes keys in metadump lines.

@@ -88,6 +88,7 @@ impl Worker {
                 c.read_closed = true;
                 c.close_after_write = true;
                 c.wbuf.discard();
+                c.dump = None;
             }
         }
     }

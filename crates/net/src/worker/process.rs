@@ -138,8 +138,9 @@ impl Worker {
         let only: Option<&dyn Fn(&Request<'_>) -> bool> = hot.map(|_| &only_hot as _);
         for &t in ready {
             let Some(c) = conns.get(t) else { continue };
-            // A client that does not read its replies stops being served, not just read.
-            if c.close_after_write || c.pending_output() >= high_water {
+            // A client that does not read its replies stops being served, not just read; one
+            // being sent a metadump is served once its END is out.
+            if c.close_after_write || c.pending_output() >= high_water || c.dump.is_some() {
                 continue;
             }
             // The hot path takes whole requests from the head of the input only, and only
@@ -367,7 +368,10 @@ impl Worker {
                     &self.shared,
                     now,
                     &mut c.wbuf,
-                    Some(&mut c.watch),
+                    Some(respond::Streams {
+                        watch: &mut c.watch,
+                        dump: &mut c.dump,
+                    }),
                 );
             }
             if !was_watcher && c.watch.is_some() {

@@ -112,7 +112,11 @@ pub fn plan_command<'a>(
         Command::CacheMemlimit { megabytes, noreply } => {
             steps.push(Step::MemLimit { megabytes, noreply });
         }
-        Command::MetaDump { ref classes } => steps.push(Step::MetaDump(classes.clone())),
+        Command::MetaDump { ref classes } => {
+            // The dump streams from the next pass on; what follows waits for its END.
+            steps.push(Step::MetaDump(classes.clone()));
+            return true;
+        }
         Command::Crawler(ref op) => steps.push(Step::Crawler(op.clone())),
         Command::SlabsReassign { from, to } => steps.push(Step::Reassign { from, to }),
         Command::SlabsAutomove { mode, noreply } => steps.push(Step::Automove { mode, noreply }),
@@ -221,11 +225,13 @@ mod tests {
     }
 
     #[test]
-    fn flush_shutdown_and_stats_detail_are_barriers_and_quit_closes() {
+    fn flush_shutdown_stats_detail_and_metadump_are_barriers_and_quit_closes() {
         for line in [
             &b"flush_all\r\n"[..],
             b"shutdown\r\n",
             b"stats detail on\r\n",
+            // Streamed from the next pass: nothing after it may be answered before its END.
+            b"lru_crawler metadump all\r\n",
         ] {
             let (batch, steps, barrier, close) = plan_one(line);
             assert!(barrier && !close && batch.is_empty() && steps.len() == 1);
