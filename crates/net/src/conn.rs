@@ -149,6 +149,12 @@ impl Conn {
         self.pending_output() > 0 || self.stream.wants_write()
     }
 
+    /// A metadump whose next lines may be written: the last ones are all with the kernel
+    /// (its output buffer is then emptied, so a reader slower than the dump never grows it).
+    pub fn dump_wants_lines(&self) -> bool {
+        self.dump.is_some() && !self.output_waiting() && !self.close_after_write
+    }
+
     /// Part way through a request: input is buffered and waits for more bytes.
     pub fn mid_request(&self) -> bool {
         self.unparsed() > 0 && !self.want_parse

@@ -362,7 +362,7 @@ impl Worker {
             for &t in &ready {
                 if let Some(c) = self.conns.get(t) {
                     let backed_up = c.pending_output() >= backed_up_at;
-                    if !backed_up && (c.want_read || c.want_parse || c.dump.is_some()) {
+                    if !backed_up && (c.want_read || c.want_parse || c.dump_wants_lines()) {
                         pending.push(t);
                     }
                 }

@@ -43,3 +43,34 @@ fn sigterm_answers_what_was_already_sent() {
     );
     drop(idle);
 }
+
+#[test]
+fn regression_sigterm_lets_a_running_metadump_reach_its_end() {
+    // The graceful stop took a pass in which nothing waited to be sent as a connection with
+    // nothing left to do, and closed a streaming metadump without its END (found in review).
+    let mut h = Hkv::start(&["-t", "1", "-m", "128"]);
+    let mut c = h.connect();
+    let n = 300_000;
+    let mut sets = String::new();
+    for i in 0..n {
+        sets.push_str(&format!("set d{i:07} 0 0 1 noreply\r\nv\r\n"));
+    }
+    c.send(sets.as_bytes());
+    c.expect("mn\r\n", "MN\r\n");
+    // About 20 MB of lines: more than the sockets hold, so the dump is part way when the
+    // signal arrives, and the client reads the rest during the stop.
+    c.send(b"lru_crawler metadump all\r\n");
+    let mut s = c.stream.try_clone().unwrap();
+    let reader = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        got
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(h.terminate(), "clean exit");
+    let got = reader.join().unwrap();
+    assert!(got.ends_with(b"END\r\n"), "the dump reached its END");
+    let lines = got.split(|&b| b == b'\n');
+    assert_eq!(lines.filter(|l| l.starts_with(b"key=")).count(), n);
+}

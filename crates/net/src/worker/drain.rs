@@ -25,7 +25,12 @@ impl Worker {
                 .conns
                 .iter()
                 .filter(|(t, c)| {
-                    first || c.want_parse || c.want_read || c.output_waiting() || woken.contains(t)
+                    first
+                        || c.want_parse
+                        || c.want_read
+                        || c.output_waiting()
+                        || c.dump.is_some()
+                        || woken.contains(t)
                 })
                 .map(|(t, _)| t)
                 .collect();
@@ -53,7 +58,12 @@ impl Worker {
             if after == before {
                 // Nothing moved (a client not reading, or half a request): look again soon.
                 std::thread::sleep(Duration::from_millis(5));
-                if after == 0 {
+                // A dump's lines may be written and sent within one pass: nothing shows
+                // as waiting while it runs, yet it is not through.
+                let dumping = busy
+                    .iter()
+                    .any(|&t| self.conns.get(t).is_some_and(|c| c.dump.is_some()));
+                if after == 0 && !dumping {
                     return;
                 }
             }

@@ -1,15 +1,16 @@
-//! `lru_crawler metadump` streamed: a dumping connection is sent its next lines whenever its
-//! unsent output is under the high-water mark, so a dump of any size is bounded by the
-//! connection's output budget, as any reply is, and a client that stops reading stops it.
+//! `lru_crawler metadump` streamed: a dumping connection is sent its next lines (up to its
+//! output allowance) whenever the kernel has taken the last ones, so a dump of any size
+//! holds no more than one reply does, and a client that stops reading stops it.
 
 use crate::clock::unix_now;
 
 use super::Worker;
 
 impl Worker {
-    /// The next lines of every dump among `ready` with room in its output (the pass's SD
+    /// The next lines of every dump among `ready` whose last ones are sent (the pass's SD
     /// sends them). A dump that ends here ends before the pass plans the connection's
-    /// next requests, so their replies follow its END.
+    /// next requests, so their replies follow its END. A connection that is closing
+    /// (its peer gone) drops its dump.
     pub(super) fn feed_dumps(&mut self, ready: &[usize]) {
         let allowance = self.output_allowance().0;
         let now = unix_now();
@@ -17,11 +18,17 @@ impl Worker {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
-            let room = allowance.saturating_sub(c.pending_output());
-            let Some(d) = c.dump.as_mut().filter(|_| room > 0) else {
+            if c.close_after_write {
+                c.dump = None;
+            }
+            if !c.dump_wants_lines() {
                 continue;
-            };
-            if crate::stats::metadump_more(d, &self.shared, now, room, &mut c.wbuf) {
+            }
+            // Emptied, not appended to: a buffer whose sent head is kept grew by a dump's
+            // every line while a slow reader never let it drain to the end.
+            c.wbuf.compact();
+            let Some(d) = c.dump.as_mut() else { continue };
+            if crate::stats::metadump_more(d, &self.shared, now, allowance, &mut c.wbuf) {
                 c.dump = None;
             }
             c.account(&self.shared.stats.conn_buffer_bytes);
