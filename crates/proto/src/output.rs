@@ -13,6 +13,10 @@ use std::ops::{Deref, DerefMut};
 
 use hkv_types::{Pinned, Response, Responses};
 
+/// The sent bytes an output keeps at its head before [`Output::compact`] moves the unsent
+/// rest down: moving at half the buffer or more copies each byte at most once more.
+const SENT_HEAD_KEPT: usize = 64 << 10;
+
 /// Reply output: bytes and spliced values, with how far sending has got.
 #[derive(Debug, Default)]
 pub struct Output {
@@ -186,10 +190,22 @@ impl Output {
         self.spliced = 0;
     }
 
-    /// Clears it once everything is sent, so the buffer does not grow without bound.
+    /// Clears it once everything is sent, and drops a sent head of half the buffer or more,
+    /// so the buffer does not grow without bound. Clearing only once all was sent let a
+    /// client that pipelines without pause and reads slowly (so its replies are never all
+    /// sent) grow its buffer by every byte it read: 34 MiB for one such client within a
+    /// second on the epoll loop (regression test in crates/server/tests/buffer_limits.rs).
     pub fn compact(&mut self) {
         if self.is_sent() {
             self.clear();
+        } else if self.pos >= SENT_HEAD_KEPT && self.pos >= self.bytes.len() / 2 {
+            // Each remaining splice comes at or after `pos`: one before it was sent whole
+            // and popped.
+            self.bytes.drain(..self.pos);
+            for s in &mut self.splices {
+                s.at -= self.pos;
+            }
+            self.pos = 0;
         }
     }
 
@@ -320,5 +336,32 @@ mod tests {
             3,
             "flattening lets go of the pins"
         );
+    }
+
+    #[test]
+    fn regression_a_sent_head_is_dropped_before_everything_is_sent() {
+        // A slow reader's output is never all sent: compacting only then kept every byte
+        // it had read. Each split of the sends leaves the same unsent wire after a compact.
+        for sent in [
+            SENT_HEAD_KEPT + 7,
+            2 * SENT_HEAD_KEPT,
+            2 * SENT_HEAD_KEPT + 2,
+        ] {
+            let owner = Arc::new(Owner(Mutex::new(Vec::new())));
+            let mut o = Output::default();
+            o.extend_from_slice(&vec![b'h'; 2 * SENT_HEAD_KEPT]);
+            o.splice(pin(&owner, b"abc", 1));
+            o.extend_from_slice(b"\r\nEND\r\n");
+            let mut want = wire(&o);
+            o.advance(sent);
+            want.drain(..sent);
+            o.compact();
+            assert_eq!(wire(&o), want, "sent {sent}");
+            let unsent_bytes = 2 * SENT_HEAD_KEPT + 7 - sent.min(2 * SENT_HEAD_KEPT);
+            assert_eq!(o.len(), unsent_bytes, "the sent head is gone (sent {sent})");
+            o.advance(want.len());
+            assert!(o.is_sent());
+            assert_eq!(*owner.0.lock().unwrap(), vec![1], "the pin let go once");
+        }
     }
 }

@@ -283,3 +283,47 @@ fn regression_clients_pipelining_gets_without_reading_stay_within_the_buffer_lim
     );
     assert_healthy(&h);
 }
+
+#[test]
+fn regression_a_slow_reader_that_pipelines_without_pause_keeps_one_replys_worth() {
+    // On the epoll loop a connection's output was emptied only once all of it was sent: a
+    // client that pipelines GETs without pause and reads slowly never let it drain, and
+    // its buffer grew by every byte it read (34 MiB within a second, against 6 MiB on
+    // io_uring), pushing every connection towards the --conn-buffer-mb throttle.
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    let value = "x".repeat(4000);
+    c.expect(&format!("set v 0 0 4000\r\n{value}\r\n"), "STORED\r\n");
+    let sock = socket2::SockRef::from(&c.stream);
+    sock.set_recv_buffer_size(64 << 10).unwrap();
+    let mut w = c.stream.try_clone().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = stop.clone();
+    let writer = std::thread::spawn(move || {
+        let req = b"get v\r\n".repeat(1000);
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            if w.write_all(&req).is_err() {
+                return;
+            }
+        }
+    });
+    let mut admin = h.connect();
+    let mut most = 0;
+    let mut chunk = vec![0u8; 64 << 10];
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(250) {
+            let _ = std::io::Read::read(&mut c.stream, &mut chunk);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        most = most.max(admin.stat_n("hkv", "conn_buffer_bytes"));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // Input up to the read cap and one high-water mark of output: about 6 MiB.
+    assert!(most < 12 << 20, "the connection held {} MiB", most >> 20);
+    // The writer may be blocked in a write: shutting the socket down ends it.
+    let _ = c.stream.shutdown(std::net::Shutdown::Both);
+    let _ = writer.join();
+    assert_healthy(&h);
+}
