@@ -362,7 +362,11 @@ impl Worker {
             for &t in &ready {
                 if let Some(c) = self.conns.get(t) {
                     let backed_up = c.pending_output() >= backed_up_at;
-                    if !backed_up && (c.want_read || c.want_parse || c.dump_wants_lines()) {
+                    // A dumping connection is passed again for its next lines only: its
+                    // input waits for the END, and passing it for that spun the worker
+                    // while a slow reader took the last lines (found in review).
+                    let wants_input = c.dump.is_none() && (c.want_read || c.want_parse);
+                    if !backed_up && (wants_input || c.dump_wants_lines()) {
                         pending.push(t);
                     }
                 }

@@ -327,3 +327,42 @@ fn regression_a_slow_reader_that_pipelines_without_pause_keeps_one_replys_worth(
     let _ = writer.join();
     assert_healthy(&h);
 }
+
+#[test]
+fn regression_a_dump_its_client_does_not_read_costs_no_cpu() {
+    // A metadump leaves its connection wanting to parse what follows it, and each pass
+    // handed such a connection straight back while its client did not read: the worker
+    // spun at 100% for as long as the dump waited (found in review).
+    let h = Hkv::start(&["-t", "1", "-m", "128"]);
+    let mut c = h.connect();
+    let n = 300_000;
+    c.store_many("k", n);
+    // About 20 MB of lines, more than the sockets hold: the dump waits for the client.
+    c.send(b"lru_crawler metadump all\r\n");
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", h.pid())).unwrap();
+        let f: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    let ticks = (0..3)
+        .map(|_| {
+            let before = cpu();
+            std::thread::sleep(Duration::from_secs(1));
+            cpu() - before
+        })
+        .min()
+        .unwrap_or_default();
+    assert!(
+        ticks < 50,
+        "{ticks} clock ticks of CPU in a second of waiting"
+    );
+    let dump = c.read_until(b"END\r\n");
+    assert_eq!(dump.matches("key=").count(), n, "the whole dump once read");
+    assert_healthy(&h);
+}

@@ -51,12 +51,7 @@ fn regression_sigterm_lets_a_running_metadump_reach_its_end() {
     let mut h = Hkv::start(&["-t", "1", "-m", "128"]);
     let mut c = h.connect();
     let n = 300_000;
-    let mut sets = String::new();
-    for i in 0..n {
-        sets.push_str(&format!("set d{i:07} 0 0 1 noreply\r\nv\r\n"));
-    }
-    c.send(sets.as_bytes());
-    c.expect("mn\r\n", "MN\r\n");
+    c.store_many("d", n);
     // About 20 MB of lines: more than the sockets hold, so the dump is part way when the
     // signal arrives, and the client reads the rest during the stop.
     c.send(b"lru_crawler metadump all\r\n");

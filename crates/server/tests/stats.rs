@@ -319,12 +319,7 @@ fn regression_a_metadump_past_16_mib_lists_every_item_then_what_follows() {
     let h = Hkv::start(&["-m", "256"]);
     let mut c = h.connect();
     let n = 300_000;
-    let mut sets = String::new();
-    for i in 0..n {
-        sets.push_str(&format!("set dumped{i:07} 0 0 1 noreply\r\nv\r\n"));
-    }
-    c.send(sets.as_bytes());
-    c.expect("mn\r\n", "MN\r\n");
+    c.store_many("dumped", n);
     let dump = c.call(
         "lru_crawler metadump all\r\nget dumped0000007\r\n",
         "END\r\nVALUE dumped0000007 0 1\r\nv\r\nEND\r\n",

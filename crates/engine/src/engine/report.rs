@@ -157,7 +157,15 @@ impl Engine {
         let mut out = Vec::new();
         let mut at = ItemsCursor::default();
         while out.len() < limit && !self.items_through(&at) {
-            self.items_from(&mut at, classes, now, limit - out.len(), &mut out);
+            let mut chunks = u32::MAX;
+            self.items_from(
+                &mut at,
+                classes,
+                now,
+                limit - out.len(),
+                &mut chunks,
+                &mut out,
+            );
         }
         out.truncate(limit);
         out
@@ -165,22 +173,27 @@ impl Engine {
 
     /// The next live items of `classes` (all when `None`) from `at`, for `lru_crawler
     /// metadump`, which streams them as its client reads: partition by partition in storage
-    /// order, until about `want` are added to `out` (never more than `want`) or the walk is
-    /// through ([`Engine::items_through`]). Each partition's lock is held for at most `want`
-    /// chunks at a time. Not a snapshot, as memcached's crawler is not: an item written or
-    /// moved between calls may be listed twice or not at all.
+    /// order, until about `want` are added to `out` (never more than `want`), `chunks`
+    /// chunks are examined (taken off it: a stretch of free or expired chunks is walked in
+    /// bounded steps too) or the walk is through ([`Engine::items_through`]). Each
+    /// partition's lock is held for at most `want` chunks at a time. Not a snapshot, as
+    /// memcached's crawler is not: an item written or moved between calls may be listed
+    /// twice or not at all.
     pub fn items_from(
         &self,
         at: &mut ItemsCursor,
         classes: Option<&[usize]>,
         now: u32,
         want: usize,
+        chunks: &mut u32,
         out: &mut Vec<ItemSummary>,
     ) {
         let goal = out.len() + want;
-        while at.partition < self.partitions.len() && out.len() < goal {
-            let slice = u32::try_from(goal - out.len()).map_or(CRAWL_SLICE, |n| n.min(CRAWL_SLICE));
-            self.lock(at.partition).store().scan_items(
+        while at.partition < self.partitions.len() && out.len() < goal && *chunks > 0 {
+            let slice = u32::try_from(goal - out.len())
+                .map_or(CRAWL_SLICE, |n| n.min(CRAWL_SLICE))
+                .min(*chunks);
+            let examined = self.lock(at.partition).store().scan_items(
                 now,
                 classes,
                 &mut at.store,
@@ -190,6 +203,7 @@ impl Engine {
                     true
                 },
             );
+            *chunks = chunks.saturating_sub(examined);
             if at.store.done {
                 at.partition += 1;
                 at.store = CrawlCursor::default();

@@ -17,6 +17,10 @@ const ONE_SHOT_MAX_BYTES: usize = 16 << 20;
 /// long keys overshoots its room by one line at most.
 const LONGEST_LINE: usize = 4 + 3 * hkv_proto::MAX_KEY_LEN + 100;
 
+/// Most chunks one call of [`metadump_more`] examines: a stretch of free or expired chunks
+/// (a flushed cache) is walked a bounded step per pass as well.
+const CHUNKS_PER_CALL: u32 = 64 * 1024;
+
 /// A metadump under way: the classes asked for and where the walk is.
 #[derive(Debug)]
 pub(crate) struct MetaDump {
@@ -50,7 +54,8 @@ pub(crate) fn metadump_start(
 }
 
 /// Appends the dump's next lines to `out`, about `room` bytes (past it by one line at
-/// most), and END once every item is listed. Returns true when the dump is through.
+/// most, and fewer once [`CHUNKS_PER_CALL`] chunks are walked), and END once every item is
+/// listed. Returns true when the dump is through.
 pub(crate) fn metadump_more(
     d: &mut MetaDump,
     shared: &Shared,
@@ -61,10 +66,12 @@ pub(crate) fn metadump_more(
     let engine = &shared.engine;
     let start = out.len();
     let mut items = Vec::new();
-    while out.len() - start < room && !engine.items_through(&d.at) {
+    let mut chunks = CHUNKS_PER_CALL;
+    while out.len() - start < room && !engine.items_through(&d.at) && chunks > 0 {
         let want = ((room - (out.len() - start)) / LONGEST_LINE).max(1);
         items.clear();
-        engine.items_from(&mut d.at, d.classes.as_deref(), now, want, &mut items);
+        let classes = d.classes.as_deref();
+        engine.items_from(&mut d.at, classes, now, want, &mut chunks, &mut items);
         for it in &items {
             line(it, out);
         }
@@ -86,8 +93,16 @@ pub(crate) fn metadump_whole(
 ) {
     match metadump_start(classes, shared) {
         Ok(mut d) => {
-            if !metadump_more(&mut d, shared, now, ONE_SHOT_MAX_BYTES, out) {
-                out.extend_from_slice(b"END\r\n");
+            let start = out.len();
+            loop {
+                let room = ONE_SHOT_MAX_BYTES.saturating_sub(out.len() - start);
+                if metadump_more(&mut d, shared, now, room, out) {
+                    break;
+                }
+                if room == 0 {
+                    out.extend_from_slice(b"END\r\n");
+                    break;
+                }
             }
         }
         Err(why) => hkv_proto::reply::line(out, why),

@@ -56,13 +56,18 @@ impl Worker {
                 .map(|c| c.unparsed() + c.pending_output())
                 .sum();
             if after == before {
-                // Nothing moved (a client not reading, or half a request): look again soon.
-                std::thread::sleep(Duration::from_millis(5));
                 // A dump's lines may be written and sent within one pass: nothing shows
-                // as waiting while it runs, yet it is not through.
+                // as waiting while it runs, yet it is not through, and a pass every 5 ms
+                // (64 KiB of lines each) would not let a large one end within the limit.
                 let dumping = busy
                     .iter()
                     .any(|&t| self.conns.get(t).is_some_and(|c| c.dump.is_some()));
+                // Nothing moved (a client not reading, or half a request): look again soon.
+                std::thread::sleep(if dumping {
+                    Duration::from_micros(200)
+                } else {
+                    Duration::from_millis(5)
+                });
                 if after == 0 && !dumping {
                     return;
                 }

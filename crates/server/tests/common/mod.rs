@@ -153,6 +153,16 @@ impl Client {
         }
     }
 
+    /// Stores `n` one-byte items `<prefix><i:07>` (pipelined, noreply) and waits for them.
+    pub fn store_many(&mut self, prefix: &str, n: usize) {
+        let mut sets = String::new();
+        for i in 0..n {
+            sets.push_str(&format!("set {prefix}{i:07} 0 0 1 noreply\r\nv\r\n"));
+        }
+        self.send(sets.as_bytes());
+        self.expect("mn\r\n", "MN\r\n");
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("send");
     }
