@@ -4,7 +4,13 @@ memcached, same worker threads, each driven by hkv-bench net (pipelined, unpipel
 multi-key GETs) and by memcaslap from libmemcached-tools (an independent load generator),
 with each server's CPU per operation read from /proc. Prints a Markdown table of medians.
 
-    python3 scripts/network-bench.py [--runs 3] [--seconds 4] [--threads 1]
+    python3 scripts/network-bench.py [--runs 3] [--seconds 4] [--threads 1] [--client-threads 1]
+        [--servers hkv-uring,hkv-epoll,memcached] [--loads "unpipelined;memcaslap"]
+
+A server named hkv-uring@50 is hkv on io_uring with --busy-poll-us 50.
+
+--client-threads gives both load generators more threads, for machines with cores to spare
+(on 2 cores the client and the server share them).
 """
 import argparse
 import json
@@ -20,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HKV = os.path.join(ROOT, "target/release/hkv")
 BENCH = os.path.join(ROOT, "target/release/hkv-bench")
 TICK = os.sysconf("SC_CLK_TCK")
+CLIENT_THREADS = 1
 
 
 def free_port():
@@ -41,10 +48,12 @@ def start(server, threads, port):
         cmd = ["memcached", "-u", "root", "-l", "127.0.0.1", "-p", str(port), "-U", str(port),
                "-t", str(threads), "-m", "1024", "-c", "4096"]
     else:
-        io = server.split("-")[1]
+        # "hkv-uring@50": hkv on io_uring with --busy-poll-us 50.
+        name, _, busy = server.partition("@")
+        io = name.split("-")[1]
         cmd = [HKV, "-l", "127.0.0.1", "-p", str(port), "-U", str(port), "-t", str(threads),
                "-m", "1024",
-               "-c", "4096", "--io", io]
+               "-c", "4096", "--io", io] + (["--busy-poll-us", busy] if busy else [])
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
         try:
@@ -58,7 +67,7 @@ def start(server, threads, port):
 def bench_net(port, pid, seconds, extra):
     cmd = [BENCH, "net", "--target", f"127.0.0.1:{port}", "--keys", "100000",
            "--dataset", "k16", "--duration", str(seconds), "--warmup", "1", "--runs", "1",
-           "--json", "--no-preload"] + extra
+           "--json", "--no-preload", "--threads", str(CLIENT_THREADS)] + extra
     before = cpu_seconds(pid)
     t0 = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
@@ -73,7 +82,7 @@ def bench_net(port, pid, seconds, extra):
 def bench_memcaslap(port, pid, seconds, conns, udp=False):
     # memcaslap over UDP needs the UDP port equal to the TCP one (both servers get -U PORT).
     cmd = ["memcaslap", "-s", f"127.0.0.1:{port}", "-t", f"{seconds}s", "-c", str(conns),
-           "-T", "1", "-X", "64"] + (["-U"] if udp else [])
+           "-T", str(CLIENT_THREADS), "-X", "64"] + (["-U"] if udp else [])
     before = cpu_seconds(pid)
     out = subprocess.run(cmd, capture_output=True, text=True).stdout
     cpu = cpu_seconds(pid) - before
@@ -110,8 +119,15 @@ def main():
     ap.add_argument("--seconds", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--servers", default="hkv-uring,hkv-epoll,memcached")
+    ap.add_argument("--client-threads", type=int, default=1)
+    ap.add_argument("--loads", default="", help="only the loads whose names contain one of "
+                    "these ';'-separated strings (names hold commas)")
     a = ap.parse_args()
+    global CLIENT_THREADS
+    CLIENT_THREADS = a.client_threads
     servers = a.servers.split(",")
+    words = [w for w in a.loads.split(";") if w]
+    loads = [(n, f) for n, f in LOADS if not words or any(w in n for w in words)]
     res = {}
     for server in servers:
         port = free_port()
@@ -121,7 +137,7 @@ def main():
             subprocess.run([BENCH, "net", "--target", f"127.0.0.1:{port}", "--keys", "100000",
                             "--dataset", "k16", "--duration", "1", "--warmup", "0",
                             "--runs", "1", "--json"], capture_output=True, check=True)
-            for name, f in LOADS:
+            for name, f in loads:
                 runs = [f(port, p.pid, a.seconds) for _ in range(a.runs)]
                 res[(server, name)] = (
                     statistics.median(r[0] for r in runs),
@@ -133,21 +149,21 @@ def main():
         finally:
             p.terminate()
             p.wait()
-    print(f"Server threads {a.threads}; median of {a.runs} runs of {a.seconds} s; "
+    print(f"Server threads {a.threads}, client threads {a.client_threads}; median of {a.runs} runs of {a.seconds} s; "
           "ops/s (run-to-run range) and server CPU ns per operation.\n")
-    print("| load | " + " | ".join(servers) + " | hkv-uring / memcached |")
-    print("| --- |" + " ---: |" * (len(servers) + 1))
-    for name, _ in LOADS:
+    hkvs = [s for s in servers if s.startswith("hkv") and "memcached" in servers]
+    print("| load | " + " | ".join(servers) + "".join(f" | {h} / memcached" for h in hkvs) + " |")
+    print("| --- |" + " ---: |" * (len(servers) + len(hkvs)))
+    for name, _ in loads:
         cells = []
         for s in servers:
             ops, cpu, (lo, hi) = res[(s, name)]
             cells.append(f"{ops:,.0f} ({lo:,.0f}-{hi:,.0f}), {cpu:,.0f} ns")
-        ratio = ""
-        if ("hkv-uring", name) in res and ("memcached", name) in res:
-            u, m = res[("hkv-uring", name)], res[("memcached", name)]
-            ratio = f"{u[0] / m[0]:.2f}x ops, {u[1] / m[1]:.2f}x CPU"
-        print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
-
+        m = res[("memcached", name)] if hkvs else None
+        for h in hkvs:
+            u = res[(h, name)]
+            cells.append(f"{u[0] / m[0]:.2f}x ops, {u[1] / m[1]:.2f}x CPU")
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 if __name__ == "__main__":
     main()
