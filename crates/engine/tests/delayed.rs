@@ -8,7 +8,9 @@ mod common;
 use common::backends;
 use hkv_engine::Scratch;
 
-use hkv_engine::{Backend, DeviceTable, Engine, EngineConfig, Request, Response, Responses, ScheduleConfig};
+use hkv_engine::{
+    Backend, DeviceTable, Engine, EngineConfig, Request, Response, Responses, ScheduleConfig,
+};
 use hkv_index::{hash_key, NO_LOCATION};
 
 const NOW: u32 = 1_700_000_000;

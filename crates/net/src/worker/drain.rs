@@ -20,6 +20,9 @@ impl Worker {
         // On io_uring, connections whose receives or sends completed since the last pass.
         let mut woken: Vec<usize> = Vec::new();
         let mut events = Events::with_capacity(64);
+        // Datagrams are answered too: those already in the socket (its readiness may have
+        // come with the stop), and those taken but not yet answered.
+        self.udp_ready = self.udp.is_some();
         while Instant::now() < deadline {
             let busy: Vec<usize> = self
                 .conns
@@ -36,7 +39,7 @@ impl Worker {
                 .collect();
             first = false;
             woken.clear();
-            if busy.is_empty() {
+            if busy.is_empty() && !self.udp_waiting() {
                 return;
             }
             let before: usize = busy
@@ -55,7 +58,8 @@ impl Worker {
                 .filter_map(|&t| self.conns.get(t))
                 .map(|c| c.unparsed() + c.pending_output())
                 .sum();
-            if after == before {
+            // A pass that answered datagrams made progress whatever the connections did.
+            if after == before && !self.udp_waiting() {
                 // A dump's lines may be written and sent within one pass: nothing shows
                 // as waiting while it runs, yet it is not through, and a pass every 5 ms
                 // (64 KiB of lines each) would not let a large one end within the limit.
@@ -73,5 +77,10 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Whether datagrams wait: in the socket, or taken and not yet answered.
+    fn udp_waiting(&self) -> bool {
+        self.udp_ready || !self.udp_carry.is_empty() || !self.udp_pending.is_empty()
     }
 }
