@@ -405,7 +405,8 @@ impl Settings {
     /// (memcached's own rule: `-I` at most half of `-m`): an item lives in one partition, its
     /// chained parts in that partition's pages, and pages never move between partitions.
     pub fn partitions(&self) -> usize {
-        let page = self.page_size().max(1);
+        // Counted in memcached's 1 MiB pages whatever page size the partitions then get.
+        let page = 1 << 20;
         let pages = (self.memory_mb << 20) / page;
         let chained = if self.max_item_size > page {
             2 * self.max_item_size.div_ceil(page)
@@ -416,13 +417,31 @@ impl Settings {
         (pages / per_partition).clamp(1, self.threads.max(1))
     }
 
-    /// Slab page size: 1 MiB whatever `-I` is, as memcached's default `slab_page_size`.
+    /// Slab page size: 1 MiB whatever `-I` is, as memcached's default `slab_page_size`,
+    /// unless a partition's share of `-m` is under 64 pages of it: then the largest power of
+    /// two (64 KiB at least) that cuts each partition into 64. Every slab class in use holds
+    /// at least one page in each partition, so with `-m 64 -t 4` 1 MiB pages gave each
+    /// partition 16 for the ~18 classes of memcslap's values: classes took pages from one
+    /// another over and over, and 64% of the keys memcslap had just stored were gone when it
+    /// read them back
+    /// (`regression_memcslap_at_memcacheds_default_memory_and_threads_reads_every_key_back`).
+    /// Smaller pages waste more at the tail of each page of large chunks: 32 pages a
+    /// partition still lost keys under memcslap, 128 held fewer 1-64 KiB values in `-m 16`
+    /// than 1 MiB pages did (`regression_small_memory_is_not_stranded_across_partitions`:
+    /// 460 items against 527), 64 held 558 and lost none (docs/BENCHMARKS.md).
     /// Larger values are chained over several chunks (crates/store/src/store/chain.rs), so
     /// a large `-I` does not make every class take pages of that size.
     pub fn page_size(&self) -> usize {
-        1 << 20
+        let per_partition = (self.memory_mb << 20) / self.partitions();
+        let fits = (per_partition / PAGES_PER_PARTITION_AT_LEAST).max(MIN_PAGE);
+        (1usize << fits.ilog2()).clamp(MIN_PAGE, 1 << 20)
     }
 }
+
+/// Pages a partition's share of `-m` is cut into, at least (see [`Settings::page_size`]).
+const PAGES_PER_PARTITION_AT_LEAST: usize = 64;
+/// The smallest slab page (see [`Settings::page_size`]).
+const MIN_PAGE: usize = 64 << 10;
 
 /// The fewest pages a partition is given when memory allows (see [`Settings::partitions`]).
 const PAGES_PER_PARTITION: usize = 16;
