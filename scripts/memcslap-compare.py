@@ -7,7 +7,7 @@ same servers, so their memory (-m) evicts, and reports the keys each returned an
 holds. Rounds alternate which server goes first. Prints medians.
 
     python3 scripts/memcslap-compare.py [--rounds 3] [--keys 10000] [--concurrency 8]
-        [--fills 3] [--threads 2] [-m 64]
+        [--fills 3] [--threads 2] [-m 64] [--hkv PATH]
 """
 import argparse
 import os
@@ -33,7 +33,7 @@ def start(server, port, a):
     if server == "memcached":
         cmd = ["memcached", "-u", "root", "-l", "127.0.0.1", "-U", "0"]
     else:
-        cmd = [HKV, "-l", "127.0.0.1"]
+        cmd = [a.hkv, "-l", "127.0.0.1"]
     cmd += ["-p", str(port), "-t", str(a.threads), "-m", str(a.m)]
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(200):
@@ -74,6 +74,7 @@ def main():
     ap.add_argument("--fills", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("-m", type=int, default=64)
+    ap.add_argument("--hkv", default=HKV, help="the hkv binary (another build, to compare)")
     a = ap.parse_args()
     servers = ["hkv", "memcached"]
     res = {s: {"rate": [], "got": [], "items": [], "evictions": []} for s in servers}
@@ -96,7 +97,7 @@ def main():
                 p.terminate()
                 p.wait()
     want = a.keys * a.concurrency * (1 + a.fills)
-    print(f"\n-m {a.m}, -t {a.threads}; memcslap -t get -c {a.concurrency} -e {a.keys}, run "
+    print(f"\nhkv: {a.hkv}; -m {a.m}, -t {a.threads}; memcslap -t get -c {a.concurrency} -e {a.keys}, run "
           f"{1 + a.fills} times per server; medians of {a.rounds} rounds\n")
     print("| server | gets/s (first run) | keys returned of " + f"{want:,}" +
           " | items held at the end | evictions |")
