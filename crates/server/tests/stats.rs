@@ -74,6 +74,8 @@ fn cachedump_and_metadump_list_the_items() {
         "keys are url-encoded: {meta}"
     );
     assert!(meta.contains(" fetch=no cls=1 size="), "{meta}");
+    // memcached 1.6's `hash` walks its hash table: the same items.
+    assert_eq!(c.call("lru_crawler metadump hash\r\n", "END\r\n"), meta);
     let only2 = c.call("lru_crawler metadump 2\r\n", "END\r\n");
     assert_eq!(only2, "END\r\n");
     c.expect(

@@ -7,10 +7,6 @@ use hkv_proto::errors::admin;
 
 use crate::shared::Shared;
 
-/// Most bytes a dump without a connection to stream to (UDP) answers: it is built whole,
-/// so it is cut here (docs/protocol.md).
-const ONE_SHOT_MAX_BYTES: usize = 16 << 20;
-
 /// The longest line a dump writes: a key of the longest length, every byte url-encoded,
 /// and each field at its widest (`exp=4294967295 la=... cas=<20 digits> ...`, under 100
 /// bytes). A walk is asked for no more items than its room holds of these, so a dump of
@@ -81,32 +77,6 @@ pub(crate) fn metadump_more(
         out.extend_from_slice(b"END\r\n");
     }
     through
-}
-
-/// A whole dump in one reply, cut at [`ONE_SHOT_MAX_BYTES`], for a transport that cannot
-/// stream one (UDP).
-pub(crate) fn metadump_whole(
-    classes: Option<&[u32]>,
-    shared: &Shared,
-    now: u32,
-    out: &mut Vec<u8>,
-) {
-    match metadump_start(classes, shared) {
-        Ok(mut d) => {
-            let start = out.len();
-            loop {
-                let room = ONE_SHOT_MAX_BYTES.saturating_sub(out.len() - start);
-                if metadump_more(&mut d, shared, now, room, out) {
-                    break;
-                }
-                if room == 0 {
-                    out.extend_from_slice(b"END\r\n");
-                    break;
-                }
-            }
-        }
-        Err(why) => hkv_proto::reply::line(out, why),
-    }
 }
 
 /// One item as memcached prints it.

@@ -8,7 +8,7 @@ pub(crate) mod prometheus;
 mod registry;
 mod reply;
 
-pub(crate) use dump::{metadump_more, metadump_start, metadump_whole, MetaDump};
+pub(crate) use dump::{metadump_more, metadump_start, MetaDump};
 pub(crate) use reply::{stats_reply, StatsError, StatsReply};
 
 use crate::shared::Shared;

@@ -382,7 +382,10 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             _ => Parsed::error(ERROR, line_len),
         },
         b"lru_crawler" => match (tokens.get(1).copied(), tokens.get(2).copied()) {
-            (Some(b"metadump"), Some(b"all")) if n == 3 => cmd(Command::MetaDump { classes: None }),
+            // `hash` walks memcached's hash table instead of its LRUs: every item either way.
+            (Some(b"metadump"), Some(b"all" | b"hash")) if n == 3 => {
+                cmd(Command::MetaDump { classes: None })
+            }
             (Some(b"metadump"), Some(list)) if n == 3 => {
                 let ids: Option<Vec<u32>> = list
                     .split(|&b| b == b',')
