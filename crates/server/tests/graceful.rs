@@ -120,3 +120,32 @@ fn regression_sigterm_answers_the_datagrams_already_received() {
         "datagrams answered before the exit"
     );
 }
+
+#[test]
+fn regression_a_shutdown_sent_over_udp_answers_what_came_before_it() {
+    // `get a\r\nshutdown\r\nversion\r\n` in one datagram: the stop came with the datagram
+    // not yet answered (its `shutdown` ends a pass), and a worker with no TCP connection left
+    // at once (found by a hostile probe; memcached answers the get).
+    let mut h = Hkv::start(&["--udp-listen", "127.0.0.1:0", "-t", "2", "-A"]);
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.connect(h.udp.expect("udp address")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut d = Vec::new();
+    for v in [9u16, 0, 1, 0] {
+        d.extend_from_slice(&v.to_be_bytes());
+    }
+    d.extend_from_slice(b"get a\r\nshutdown\r\nversion\r\n");
+    s.send(&d).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = s.recv(&mut buf).expect("a reply before the exit");
+    assert_eq!(&buf[..2], &9u16.to_be_bytes());
+    assert!(buf[8..n].starts_with(b"END\r\n"), "{:?}", &buf[8..n]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while h.child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "shutdown did not stop the server"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
