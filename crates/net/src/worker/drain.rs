@@ -34,6 +34,7 @@ impl Worker {
                         || c.output_waiting()
                         || c.dump.is_some()
                         || woken.contains(t)
+                        || awaits_rest(c)
                 })
                 .map(|(t, _)| t)
                 .collect();
@@ -72,7 +73,12 @@ impl Worker {
                 } else {
                     Duration::from_millis(5)
                 });
-                if after == 0 && !dumping {
+                // A request half in when the stop came is waited for (memcached finishes
+                // one whose rest comes 0.3 s later), within the limit.
+                let awaiting = busy
+                    .iter()
+                    .any(|&t| self.conns.get(t).is_some_and(awaits_rest));
+                if after == 0 && !dumping && !awaiting {
                     return;
                 }
             }
@@ -83,4 +89,10 @@ impl Worker {
     fn udp_waiting(&self) -> bool {
         self.udp_ready || !self.udp_carry.is_empty() || !self.udp_pending.is_empty()
     }
+}
+
+/// Whether a connection holds part of a request whose rest its client can still send: a
+/// line or data block cut short, or a data block still arriving into item memory.
+fn awaits_rest(c: &crate::conn::Conn) -> bool {
+    !c.read_closed && (c.mid_request() || c.body.is_some_and(|b| !b.complete()))
 }
