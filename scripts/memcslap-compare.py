@@ -15,18 +15,11 @@ import re
 import socket
 import statistics
 import subprocess
-import time
+
+from benchserver import free_port, start_listening
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HKV = os.path.join(ROOT, "target/release/hkv")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def start(server, port, a):
@@ -35,14 +28,7 @@ def start(server, port, a):
     else:
         cmd = [a.hkv, "-l", "127.0.0.1"]
     cmd += ["-p", str(port), "-t", str(a.threads), "-m", str(a.m)]
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port)).close()
-            return p
-        except OSError:
-            time.sleep(0.02)
-    raise SystemExit(f"{server} did not start")
+    return start_listening(cmd, port, server)
 
 
 def stat(port, name):

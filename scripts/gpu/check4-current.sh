@@ -37,13 +37,7 @@ if left 30; then
   step "issue 16: engine cpu k8 10M a,c uniform threads 1"
   timeout 60 target/release/hkv-bench engine --dataset k8 --threads 1 --runs 3 --workload a,c --dist uniform
 fi
-# memcached and memcaslap from Debian 12, with their libraries, behind wrappers on PATH.
-mkdir -p /tmp/bin
-for p in memcached memcaslap; do
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/lib/%s "$@"\n' "$D" "$D" "$p" > /tmp/bin/$p
-  chmod +x /tmp/bin/$p
-done
-export PATH=/tmp/bin:$PATH
+. scripts/gpu/carried-tools.sh
 if left 140; then
   step "issue 15: network-bench, 2 server threads, 4 client threads"
   timeout 200 python3 scripts/network-bench.py --runs 3 --seconds 2 --threads 2 --client-threads 4 \

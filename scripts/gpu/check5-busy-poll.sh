@@ -14,12 +14,7 @@ export OCL_ICD_VENDORS=/tmp/icd LD_LIBRARY_PATH=$D:$LD_LIBRARY_PATH PYTHONUNBUFF
 mkdir -p target/release && cp $D/hkv $D/hkv-bench target/release/
 step "test t_engine_delayed"
 HKV_REQUIRE_OPENCL=1 timeout 60 $D/t_engine_delayed --test-threads 8 2>&1 | grep -vE "^test .* ok$|^$" | tail -20
-mkdir -p /tmp/bin
-for p in memcached memcaslap; do
-  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/lib/%s "$@"\n' "$D" "$D" "$p" > /tmp/bin/$p
-  chmod +x /tmp/bin/$p
-done
-export PATH=/tmp/bin:$PATH
+. scripts/gpu/carried-tools.sh
 step "2 server threads, 4 client threads"
 timeout 150 python3 scripts/network-bench.py --runs 3 --seconds 3 --threads 2 --client-threads 4 \
   --servers hkv-uring,hkv-uring@20,hkv-uring@100,memcached --loads "unpipelined;32 conns"

@@ -6,9 +6,8 @@
 exec > >(tee -a "$OUT/log.txt") 2>&1
 D=$PWD/.dev
 export PYTHONUNBUFFERED=1
-mkdir -p target/release /tmp/bin && cp $D/hkv $D/hkv-bench target/release/
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib exec %s/lib/memcached "$@"\n' "$D" "$D" > /tmp/bin/memcached
-chmod +x /tmp/bin/memcached; export PATH=/tmp/bin:$PATH
+mkdir -p target/release && cp $D/hkv $D/hkv-bench target/release/
+. scripts/gpu/carried-tools.sh
 nproc
 for cfg in "4 12 24" "2 8 16"; do
   set -- $cfg

@@ -1,0 +1,26 @@
+"""What the benchmark scripts share: a free port on 127.0.0.1, and a server started on it
+and waited for until it accepts connections (stopped by the caller, by its PID)."""
+import socket
+import subprocess
+import time
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_listening(cmd, port, name, tries=200, pause=0.02):
+    """Starts `cmd` and returns its process once `port` accepts a connection."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(tries):
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return proc
+        except OSError:
+            time.sleep(pause)
+    proc.kill()
+    raise SystemExit(f"{name} did not start")
