@@ -9,16 +9,10 @@ Servers run interleaved, --rounds times; -t 2, -m 2048, TCP only.
 """
 import argparse, os, re, socket, subprocess, threading, time
 
+from benchserver import free_port
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "target/release/hkv-bench")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def ask(s, line):
