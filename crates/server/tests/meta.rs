@@ -37,7 +37,7 @@ fn mg_c_drops_the_value_when_the_cas_matches() {
         c.expect("mg cc C77 v c\r\n", "HD c77\r\n");
         c.expect("mg cc C78 v c\r\n", "VA 1 c77\r\nv\r\n");
         // Other flags act whatever the comparison says.
-        c.expect("mg cc C77 v T30 t\r\n", "HD t30\r\n");
+        c.expect_ttl("mg cc C77 v T30 t\r\n", "HD t30\r\n");
     });
 }
 
@@ -46,7 +46,7 @@ fn ms_n_autovivifies_an_append_on_a_miss() {
     each_engine(|h| {
         let mut c = h.connect();
         c.expect("ms nn 1 MA N30\r\nq\r\n", "HD\r\n");
-        c.expect("mg nn v t\r\n", "VA 1 t30\r\nq\r\n");
+        c.expect_ttl("mg nn v t\r\n", "VA 1 t30\r\nq\r\n");
         c.expect("ms nn 1 MA N30\r\nr\r\n", "HD\r\n");
         c.expect("mg nn v\r\n", "VA 2\r\nqr\r\n");
         // Without N a miss is still not stored.
@@ -68,10 +68,10 @@ fn md_x_empties_the_value_and_keeps_the_item() {
         c.expect("mg xx v f t\r\n", "VA 0 f0 t-1\r\n\r\n");
         assert_eq!(c.call("mg xx c\r\n", "\r\n"), cas, "md x keeps the CAS");
         c.expect("md xx x F9 T40\r\n", "HD\r\n");
-        c.expect("mg xx v f t\r\n", "VA 0 f9 t40\r\n\r\n");
+        c.expect_ttl("mg xx v f t\r\n", "VA 0 f9 t40\r\n\r\n");
         c.expect("ms xx 3\r\nabc\r\n", "HD\r\n");
         c.expect("md xx x I T30\r\n", "HD\r\n");
-        c.expect("mg xx v t\r\n", "VA 0 t30 X W\r\n\r\n");
+        c.expect_ttl("mg xx v t\r\n", "VA 0 t30 X W\r\n\r\n");
         c.expect("md nope x\r\n", "NF\r\n");
     });
 }
@@ -155,16 +155,16 @@ fn regression_mg_ttl_flags_act_in_the_order_sent() {
         // N then T: the created item ends with T's TTL (none); t before both saw none.
         c.expect("mg o1 t N30 T0\r\n", "HD t-1 W\r\n");
         c.expect("mg o1 t\r\n", "HD t-1 Z\r\n");
-        c.expect("mg o2 N30 t T0\r\n", "HD t30 W\r\n");
-        c.expect("mg o3 T0 N30 t\r\n", "HD t30 W\r\n");
-        c.expect("mg o3 t\r\n", "HD t30 Z\r\n");
+        c.expect_ttl("mg o2 N30 t T0\r\n", "HD t30 W\r\n");
+        c.expect_ttl("mg o3 T0 N30 t\r\n", "HD t30 W\r\n");
+        c.expect_ttl("mg o3 t\r\n", "HD t30 Z\r\n");
         c.expect("set o5 0 100 1\r\nx\r\n", "STORED\r\n");
-        c.expect("mg o5 t T30\r\n", "HD t100\r\n");
-        c.expect("mg o5 t\r\n", "HD t30\r\n");
+        c.expect_ttl("mg o5 t T30\r\n", "HD t100\r\n");
+        c.expect_ttl("mg o5 t\r\n", "HD t30\r\n");
         // R before T compares the old TTL (30 < 60: a win), after T the new one.
         c.expect("set o6 0 100 1\r\nx\r\n", "STORED\r\n");
-        c.expect("mg o6 R60 T10 t\r\n", "HD t10\r\n");
-        c.expect("mg o6 T20 R60 t\r\n", "HD t20 W\r\n");
+        c.expect_ttl("mg o6 R60 T10 t\r\n", "HD t10\r\n");
+        c.expect_ttl("mg o6 T20 R60 t\r\n", "HD t20 W\r\n");
         // A TTL already past still answers the created item once, then it is gone.
         c.expect("mg n1 N-1 v\r\n", "VA 0 W\r\n\r\n");
         c.expect("mg n1 v\r\n", "EN\r\n");
@@ -172,12 +172,12 @@ fn regression_mg_ttl_flags_act_in_the_order_sent() {
         c.expect("mg n2 v\r\n", "EN\r\n");
         // ma, the same: t before N saw no TTL; T after N wins on a created counter.
         c.expect("ma a1 t N30\r\n", "HD t-1\r\n");
-        c.expect("mg a1 t\r\n", "HD t30\r\n");
-        c.expect("ma a2 N30 t T0\r\n", "HD t30\r\n");
+        c.expect_ttl("mg a1 t\r\n", "HD t30\r\n");
+        c.expect_ttl("ma a2 N30 t T0\r\n", "HD t30\r\n");
         c.expect("mg a2 t\r\n", "HD t-1\r\n");
         c.expect("set a3 0 100 1\r\n1\r\n", "STORED\r\n");
-        c.expect("ma a3 t T30\r\n", "HD t100\r\n");
-        c.expect("mg a3 t\r\n", "HD t30\r\n");
+        c.expect_ttl("ma a3 t T30\r\n", "HD t100\r\n");
+        c.expect_ttl("mg a3 t\r\n", "HD t30\r\n");
     });
 }
 
@@ -209,7 +209,7 @@ fn regression_touch_marks_the_item_fetched() {
         c.expect("mg tf h\r\n", "HD h0\r\n");
         c.expect("set tf 0 0 1\r\n1\r\n", "STORED\r\n");
         c.expect("touch tf 100\r\n", "TOUCHED\r\n");
-        c.expect("mg tf h l t\r\n", "HD h1 l0 t100\r\n");
+        c.expect_ttl("mg tf h l t\r\n", "HD h1 l0 t100\r\n");
     });
 }
 

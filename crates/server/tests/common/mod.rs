@@ -207,6 +207,28 @@ impl Client {
         assert_eq!(got, want, "request {req:?}");
     }
 
+    /// As [`Client::expect`], for a reply that reports TTLs (`t<secs>`): the server's clock
+    /// may turn a second between the write and this read, which takes one from each, as in
+    /// memcached (`ms_n_autovivifies_an_append_on_a_miss` read `t29` for `t30` in a CI run).
+    pub fn expect_ttl(&mut self, req: &str, want: &str) {
+        self.send(req.as_bytes());
+        let lines = want.matches("\r\n").count();
+        let mut chunk = [0u8; 65536];
+        while self.buf.windows(2).filter(|w| w == b"\r\n").count() < lines {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => panic!("request {req:?}: read: {e}"),
+            }
+        }
+        let got = String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned();
+        let a_second_later = one_second_less(want);
+        assert!(
+            got == want || got == a_second_later,
+            "request {req:?}: got {got:?}, want {want:?} (or {a_second_later:?})"
+        );
+    }
+
     /// Reads until the server closes the connection.
     pub fn read_to_close(&mut self) -> Result<String, std::io::Error> {
         let mut all = std::mem::take(&mut self.buf);
@@ -353,4 +375,26 @@ pub fn wait_for_stat(c: &mut Client, group: &str, name: &str, ok: impl Fn(u64) -
         assert!(Instant::now() < deadline, "{name} stayed at {v}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// `want` with each `t<secs>` flag of its meta reply lines one second lower.
+fn one_second_less(want: &str) -> String {
+    want.split_inclusive("\r\n")
+        .map(|line| {
+            if !(line.starts_with("HD") || line.starts_with("VA")) {
+                return line.to_string();
+            }
+            let body = line.trim_end_matches("\r\n");
+            let flags: Vec<String> = body
+                .split(' ')
+                .map(
+                    |f| match f.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()) {
+                        Some(secs) if secs > 0 => format!("t{}", secs - 1),
+                        _ => f.to_string(),
+                    },
+                )
+                .collect();
+            format!("{}\r\n", flags.join(" "))
+        })
+        .collect()
 }
