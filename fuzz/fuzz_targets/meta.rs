@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
     buf.extend_from_slice(rest);
     let limits = Limits {
         max_item_size: 4096,
+        cas: true,
         max_get_line: 8192,
         // Small, so that data blocks still arriving are reported for staging.
         stage_min: 64,

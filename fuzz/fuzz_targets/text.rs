@@ -10,6 +10,7 @@ mod common;
 fuzz_target!(|data: &[u8]| {
     let limits = Limits {
         max_item_size: 4096,
+        cas: true,
         max_get_line: 8192,
         // Small, so that data blocks still arriving are reported for staging.
         stage_min: 64,

@@ -202,3 +202,72 @@ BIN_SCRIPTS = [
 @pytest.mark.parametrize("script", BIN_SCRIPTS, ids=range(len(BIN_SCRIPTS)))
 def test_same_binary_replies_as_memcached(hkv, memcached, script):
     assert bin_packets(bin_converse(hkv, script)) == bin_packets(bin_converse(memcached, script))
+
+
+# ---- the size limit: memcached counts its item header, key, flags and CAS against -I -----
+
+LIMIT = 2 << 20  # the fixtures' -I 2m
+
+
+def largest_value(key, flags):
+    """The largest value memcached 1.6.18 stores under this key and flags at -I LIMIT."""
+    return LIMIT - (48 + len(key) + 1 + (4 if flags else 0) + 2 + 8)
+
+
+def size_script():
+    """Values at and one byte past the limit, each followed by a read of its key
+    (python-memcached's own suite tests this edge): set, ms and the join of an append."""
+    script = b""
+    for key, flags in ((b"k", 0), (b"k", 1), (b"keyhere", 0), (b"y" * 250, 7)):
+        largest = largest_value(key, flags)
+        for n in (largest, largest + 1):
+            value = b"v" * n
+            script += b"set %s %d 0 %d\r\n%s\r\nmg %s s f\r\n" % (key, flags, n, value, key)
+            script += b"ms %s %d F%d\r\n%s\r\nmg %s s f\r\n" % (key, n, flags, value, key)
+            # append: the joined item is judged with the old item's flags.
+            half = n // 2
+            script += (b"set %s %d 0 %d\r\n%s\r\nappend %s 0 0 %d\r\n%s\r\nmg %s s\r\n"
+                       % (key, flags, half, value[:half], key, n - half, value[half:], key))
+    return script
+
+
+def test_values_at_the_item_size_limit_are_judged_as_memcached_judges_them(hkv, memcached):
+    script = size_script()
+    assert normalise(converse(hkv, script)) == normalise(converse(memcached, script))
+
+
+def bin_size_script():
+    script = b""
+    for key, flags in ((b"k", 0), (b"kk", 9)):
+        largest = largest_value(key, flags)
+        for n in (largest, largest + 1):
+            extras = struct.pack(">II", flags, 0)
+            script += bin_req(0x01, key, extras, b"v" * n, 1) + bin_req(0x0C, key, opaque=2)
+        # APPEND carries no flags: its own item is judged with none.
+        for n in (largest_value(key, 0), largest_value(key, 0) + 1):
+            script += (bin_req(0x01, key, struct.pack(">II", 0, 0), b"", 3)
+                       + bin_req(0x0E, key, value=b"a" * n, opaque=4) + bin_req(0x0C, key, opaque=5))
+    return script
+
+
+def bin_converse_while_sending(server, data):
+    """bin_converse for scripts whose replies (whole values) fill the socket buffers before
+    the script is sent: a thread sends while this one reads."""
+    import threading
+    with socket.create_connection(server.addr, timeout=20) as s:
+        sender = threading.Thread(target=s.sendall, args=(data + bin_req(0x07, opaque=999),))
+        sender.start()
+        out = b""
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            out += chunk
+        sender.join()
+        return out
+
+
+def test_binary_values_at_the_item_size_limit_are_judged_as_memcached_judges_them(hkv, memcached):
+    script = bin_size_script()
+    ours = bin_converse_while_sending(hkv, script)
+    assert bin_packets(ours) == bin_packets(bin_converse_while_sending(memcached, script))

@@ -150,6 +150,47 @@ fn too_large_values_are_refused_before_they_arrive_and_swallowed() {
     }
 }
 
+/// python-memcached's own suite stores a value of exactly `-I` bytes and expects it refused:
+/// memcached counts its 48-byte item header, the key, four bytes of nonzero flags, the
+/// value's CRLF and eight bytes of CAS against `-I`.
+#[test]
+fn regression_a_value_of_exactly_dash_i_bytes_is_too_large_as_in_memcached() {
+    let too_large = |line: &[u8], cas: bool| {
+        let limits = Limits {
+            cas,
+            ..Limits::default()
+        };
+        match parse(line, &limits) {
+            Parsed::Incomplete => false,
+            Parsed::Error {
+                error: "SERVER_ERROR object too large for cache",
+                ..
+            } => true,
+            other => panic!("{:?} parsed as {other:?}", String::from_utf8_lossy(line)),
+        }
+    };
+    // The largest values memcached 1.6.18 stores at -I 1m, then one byte more.
+    for (line, cas) in [
+        (&b"set k 0 0 1048516\r\n"[..], true),
+        (b"set k 1 0 1048512\r\n", true),
+        (b"set keyhere 0 0 1048510\r\n", true),
+        (b"append keyhere 0 0 1048510\r\n", true),
+        (b"set k 0 0 1048524\r\n", false),
+        (b"ms k 1048516\r\n", true),
+        (b"ms k 1048512 F1\r\n", true),
+        // The key's decoded length counts: `aw==` is `k`.
+        (b"ms aw== 1048516 b\r\n", true),
+    ] {
+        assert!(!too_large(line, cas), "{:?}", String::from_utf8_lossy(line));
+        let text = String::from_utf8_lossy(line);
+        let (head, tail) = text.split_once("10485").expect("a length");
+        let n: u32 = tail[..2].parse().expect("digits");
+        let one_more = format!("{head}10485{}{}", n + 1, &tail[2..]);
+        assert!(too_large(one_more.as_bytes(), cas), "{one_more:?}");
+    }
+    assert!(too_large(b"set k 0 0 1048576\r\n", true));
+}
+
 #[test]
 fn over_long_lines_close_unless_they_are_gets() {
     let junk = vec![b'x'; 3000];

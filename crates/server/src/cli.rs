@@ -37,7 +37,8 @@ pub struct Cli {
     /// number of cores.
     #[arg(short = 't', long = "threads")]
     pub threads: Option<usize>,
-    /// Largest value accepted, e.g. 1m, 512k, 2097152.
+    /// Largest item accepted, e.g. 1m, 512k, 2097152: the value with its key and memcached's item
+    /// overhead (56 bytes and more; docs/protocol.md), so a value of exactly 1m is refused.
     #[arg(short = 'I', long = "max-item-size", value_parser = parse_size)]
     pub max_item_size: Option<usize>,
     /// Slab chunk size growth factor.

@@ -152,6 +152,7 @@ fn main() -> anyhow::Result<()> {
             max_connections: settings.max_connections,
             limits: Limits {
                 max_item_size: settings.max_item_size,
+                cas: !cli.disable_cas,
                 max_get_line: settings.max_item_size.max(1 << 20),
                 stage_min: hkv_net::STAGE_MIN,
                 body_staged: false,

@@ -292,7 +292,8 @@ fn clients_sending_large_values_slowly_hold_almost_nothing_in_buffers() {
 #[test]
 fn values_being_received_take_at_most_half_of_memory() {
     // -m 64: one 24 MiB block may be staged, a second would pass 32 MiB and is buffered.
-    let h = Hkv::start(&["-m", "64", "-I", "24m"]);
+    // (-I 25m: a 24 MiB value and memcached's item overhead fit.)
+    let h = Hkv::start(&["-m", "64", "-I", "25m"]);
     let mut watcher = h.connect();
     let v = value(9, 12 << 20);
     let mut clients: Vec<Client> = (0..2).map(|_| h.connect()).collect();

@@ -2,10 +2,12 @@
 //! runs them, and neither depends on the other. Keys and values are borrowed from the
 //! caller's buffers; values read from the store are copied once, into [`Responses::data`].
 
+pub mod item_size;
 pub mod pinned;
 pub mod vector;
 pub mod watch;
 
+pub use item_size::memcached_item_size;
 pub use pinned::{PinRelease, Pinned};
 pub use vector::{Cmp, Elem, ReduceOp, Reduced, UpdateOp, Vector, VectorCall, VectorError};
 

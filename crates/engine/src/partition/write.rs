@@ -3,7 +3,7 @@
 
 use super::*;
 use counter::parse_counter;
-use hkv_types::flag_order;
+use hkv_types::{flag_order, memcached_item_size};
 use meta::shown_on_created;
 
 impl Partition {
@@ -65,7 +65,10 @@ impl Partition {
                     return Response::Exists;
                 }
                 let item = self.store.get(loc).expect("found live above");
-                if item.value_len() + req.value.len() > self.store.max_value() {
+                let joined = item.value_len() + req.value.len();
+                let cas_on = self.store.cas_enabled();
+                let size = memcached_item_size(req.key.len(), item.flags(), joined, cas_on);
+                if size > self.store.max_value() {
                     // memcached answers NOT_STORED and keeps the value (storing it would
                     // have unlinked it first, as a failed SET does).
                     return Response::NotStored;

@@ -183,7 +183,6 @@ pub fn parse(buf: &[u8], max_value: usize) -> BinParsed<'_> {
 /// [`parse`] with the server's limits, including whether values are staged
 /// (`text::Limits::stage_min`, `text::Limits::body_staged`).
 pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<'a> {
-    let max_value = limits.max_item_size;
     if buf.is_empty() {
         return BinParsed::Incomplete;
     }
@@ -228,7 +227,14 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
     if !shape_ok {
         return error(status::EINVAL, HEADER_LEN, 0, true);
     }
-    if value_ok && vlen > max_value {
+    // memcached counts a storage command's flags (the first four bytes of its extras) in
+    // the item's size, so they are read before the size is judged.
+    let flags = match extlen >= 4 && value_ok {
+        true if buf.len() < HEADER_LEN + 4 => return BinParsed::Incomplete,
+        true => u32::from_be_bytes([buf[24], buf[25], buf[26], buf[27]]),
+        false => 0,
+    };
+    if value_ok && !limits.fits(keylen, flags, vlen) {
         // Refuse before buffering it; the body is read and dropped. A refused SET also
         // drops the key's old value (memcached: no stale data after a failed SET), so
         // its key is read first.
@@ -527,6 +533,33 @@ mod sasl_tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn regression_a_value_of_exactly_dash_i_bytes_is_too_large_as_in_memcached() {
+        use crate::testkit::bin_request as req;
+        let limits = crate::text::Limits::default();
+        let judged = |flags: u8, vlen: usize| {
+            let set = req(op::SET, &[0, 0, 0, flags, 0, 0, 0, 0], b"k", &[]);
+            let mut set = set[..HEADER_LEN + 9].to_vec();
+            let body = (8 + 1 + vlen) as u32;
+            set[8..12].copy_from_slice(&body.to_be_bytes());
+            // The flags must be in before the size is judged.
+            assert_eq!(
+                parse_with(&set[..HEADER_LEN + 3], &limits),
+                BinParsed::Incomplete
+            );
+            match parse_with(&set, &limits) {
+                BinParsed::Incomplete => true,
+                BinParsed::Error { status, .. } if status == status::E2BIG => false,
+                other => panic!("{other:?}"),
+            }
+        };
+        // memcached 1.6.18 at -I 1m: 1,048,516 bytes under a 1-byte key, 4 fewer with flags.
+        assert!(judged(0, 1_048_516));
+        assert!(!judged(0, 1_048_517));
+        assert!(judged(1, 1_048_512));
+        assert!(!judged(1, 1_048_513));
     }
 
     #[test]

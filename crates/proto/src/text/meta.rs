@@ -350,7 +350,12 @@ pub(crate) fn parse<'a>(
             if let Err(e) = flags_of(name, key, &tokens[3..], n - 3, &mut flags) {
                 return refuse(e, None);
             }
-            if vlen > limits.max_item_size {
+            let key_len = if flags.base64 {
+                decode_key(key, &mut [0; crate::MAX_KEY_LEN]).unwrap_or(key.len())
+            } else {
+                key.len()
+            };
+            if !limits.fits(key_len, flags.client_flags.unwrap_or(0), vlen) {
                 return refuse(TOO_LARGE, Some(key));
             }
             let data_end = limits.data_end(line_len, vlen);

@@ -168,7 +168,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 return quiet_error(BAD_FORMAT, line_len, noreply);
             }
             let vlen = vlen as usize;
-            if vlen > limits.max_item_size {
+            if !limits.fits(key.len(), flags, vlen) {
                 return Parsed::Error {
                     error: TOO_LARGE,
                     len: line_len,

@@ -5,8 +5,11 @@ use crate::errors::BAD_FORMAT;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// `-I`: the largest value a storage command may carry.
+    /// `-I`: the largest item a storage command may make, counted as memcached counts it
+    /// ([`Limits::fits`]).
     pub max_item_size: usize,
+    /// CAS is on (not `-C`): memcached counts eight bytes of CAS in an item's size.
+    pub cas: bool,
     /// The longest get line accepted (gets may exceed the 2048-byte rule, as in memcached).
     pub max_get_line: usize,
     /// A storage command (set, add, replace, cas, getset, ms; binary SET, ADD, REPLACE)
@@ -25,6 +28,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_item_size: 1 << 20,
+            cas: true,
             max_get_line: 1 << 20,
             stage_min: usize::MAX,
             body_staged: false,
@@ -33,6 +37,12 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// Whether an item of this key, flags and value fits in `-I` as memcached 1.6 counts it
+    /// (header, key, flags, value and CAS): memcached refuses the rest as too large.
+    pub fn fits(&self, key_len: usize, flags: u32, value_len: usize) -> bool {
+        hkv_types::memcached_item_size(key_len, flags, value_len, self.cas) <= self.max_item_size
+    }
+
     /// Where a storage command's data ends, given its line's length `line_len` and `vlen`:
     /// with the data staged, the line is followed by the data's terminator at once.
     pub(crate) fn data_end(&self, line_len: usize, vlen: usize) -> usize {
