@@ -52,6 +52,9 @@ SCRIPTS = [
     b"ms dbg 5 T0\r\nhello\r\nme dbg\r\nmg dbg v\r\nme dbg\r\nme nope\r\nme\r\n",
     b"ms dbt 1 T100\r\nx\r\nme dbt\r\nms bTE= 3 b\r\nabc\r\nme m1\r\nme bTE= b\r\nme Zm9 b\r\nme Zm9v x\r\n",
     # slabs, cache_memlimit, stats errors, dumps that need no values, HTTP hang-up
+    # memcached's class 0 is its page pool (no spare pages here); SAME before BADCLASS.
+    b"slabs reassign 0 1\r\nslabs reassign 99 99\r\nslabs reassign 0 0\r\nslabs reassign 0 99\r\n"
+    b"stats sizes_disable\r\nstats sizes\r\n",
     b"set a 0 0 1\r\n1\r\nslabs reassign 1 2\r\nslabs reassign 1 1\r\nslabs reassign 99 1\r\nslabs reassign 5 1\r\nslabs reassign x 1\r\nslabs reassign 1\r\nslabs automove 0\r\nslabs automove 1\r\nslabs automove 3\r\nslabs\r\nslabs reassign -1 3\r\n",
     b"cache_memlimit 100\r\ncache_memlimit\r\ncache_memlimit x\r\ncache_memlimit 100 noreply\r\ncache_memlimit 1\r\nstats cachedump 1\r\nstats cachedump 99 1\r\nstats cachedump x 1\r\nstats reset\r\nstats sizes\r\nstats bogus\r\n",
     b"lru_crawler metadump bogus\r\nget a\r\nGET / HTTP/1.0\r\n",

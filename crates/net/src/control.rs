@@ -45,6 +45,17 @@ pub(crate) fn refresh_certs(shared: &Shared) -> Result<(), String> {
 
 /// `slabs reassign <src> <dst>` with memcached's 1-based class ids.
 pub(crate) fn reassign(shared: &Shared, from: i64, to: i64, now: u32) -> Result<(), String> {
+    use hkv_engine::ReassignError;
+    // memcached's order: the same class twice is refused before the ids are checked.
+    if from == to {
+        return Err(ReassignError::Same.to_string());
+    }
+    // memcached's class 0 is its global pool of free pages. hkv's free pages belong to no
+    // class and are taken by whichever class needs one, so as a source it has none to spare.
+    let classes = shared.engine.class_reports().len() as i64;
+    if from == 0 && (1..=classes).contains(&to) {
+        return Err(ReassignError::NoSpare.to_string());
+    }
     let class = |c: i64| usize::try_from(c - 1).unwrap_or(usize::MAX);
     shared
         .engine

@@ -13,6 +13,8 @@ pub const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-nu
 pub const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
 pub const OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory storing object";
 pub const GET_OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory writing get response";
+/// memcached's words when it cannot grow its read buffer for a request (a multiget line).
+pub const READ_OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory reading request";
 pub const UNEXPECTED: &str = "SERVER_ERROR unexpected engine response";
 pub const ILLEGAL_SLAB: &str = "CLIENT_ERROR Illegal slab id";
 

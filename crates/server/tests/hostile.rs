@@ -67,6 +67,40 @@ fn a_long_multiget_line_is_still_served() {
     c.expect(&line, "VALUE k1 0 1\r\n1\r\nEND\r\n");
 }
 
+/// A multiget line past hkv's bound (`max(-I, 1 MiB)`; memcached has none) used to close
+/// the connection with no word: the client saw its connection drop. It now gets memcached's
+/// answer for a read buffer it cannot grow, then the close; `-I` raises the bound.
+#[test]
+fn regression_a_multiget_line_past_its_bound_is_refused_in_memcacheds_words() {
+    let get_line = |bytes: usize| {
+        let mut line = String::from("get");
+        let mut i = 0;
+        while line.len() < bytes {
+            line += &format!(" key{i:0200}");
+            i += 1;
+        }
+        line
+    };
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    // All of it sent, and nothing after it: the server reads every byte before it closes,
+    // so no reset can overtake the reply.
+    c.send(get_line((1 << 20) + 100).as_bytes());
+    assert_eq!(
+        c.read_until(b"\r\n"),
+        "SERVER_ERROR out of memory reading request\r\n"
+    );
+    assert!(c.is_closed());
+    assert_healthy(&h);
+    let h = Hkv::start(&["-I", "2m"]);
+    let mut c = h.connect();
+    c.expect("set k1 0 0 1\r\n1\r\n", "STORED\r\n");
+    c.expect(
+        &(get_line(3 << 19) + " k1\r\n"),
+        "VALUE k1 0 1\r\n1\r\nEND\r\n",
+    );
+}
+
 #[test]
 fn negative_and_overflowing_lengths() {
     let h = Hkv::start(&["-m", "16"]);

@@ -107,6 +107,16 @@ pub(crate) fn stats_reply(
         Some(b"items") => class_pairs(ITEM_FIELDS, "items:", shared, &base, |c| c.items > 0),
         // memcached answers this way unless started with -o track_sizes.
         Some(b"sizes") => vec![("sizes_status".into(), "disabled".into())],
+        // memcached's own answers, without END as in memcached: hkv keeps no size histogram,
+        // so turning it on fails the way memcached's does when it cannot (`sizes_error`).
+        Some(b"sizes_enable") => {
+            return Ok(StatsReply::Raw(
+                b"STAT sizes_status error\r\nSTAT sizes_error not_supported\r\n".to_vec(),
+            ))
+        }
+        Some(b"sizes_disable") => {
+            return Ok(StatsReply::Raw(b"STAT sizes_status disabled\r\n".to_vec()))
+        }
         Some(b"reset") => {
             drop(base);
             reset(shared, now);

@@ -64,12 +64,24 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             let start = buf.iter().take_while(|&&b| b == b' ').count();
             let rest = &buf[start..];
             let is_get = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
-            if start > 100 || !is_get || buf.len() > limits.max_get_line {
+            if start > 100 || !is_get {
                 return Parsed::Error {
                     error: "",
                     len: buf.len(),
                     swallow: 0,
                     noreply: true,
+                    close: true,
+                    unlink: None,
+                };
+            }
+            if buf.len() > limits.max_get_line {
+                // memcached grows its buffer without a bound; hkv keeps one, and says so
+                // in the words memcached uses when that growth fails, before closing.
+                return Parsed::Error {
+                    error: crate::errors::READ_OUT_OF_MEMORY,
+                    len: buf.len(),
+                    swallow: 0,
+                    noreply: false,
                     close: true,
                     unlink: None,
                 };
