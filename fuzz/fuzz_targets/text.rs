@@ -14,6 +14,7 @@ fuzz_target!(|data: &[u8]| {
         max_get_line: 8192,
         // Small, so that data blocks still arriving are reported for staging.
         stage_min: 64,
+        refuse_unstaged: false,
         body_staged: false,
     };
     common::check_stream(data, &limits);

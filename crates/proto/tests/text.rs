@@ -323,6 +323,42 @@ fn staging() -> Limits {
     }
 }
 
+/// When the server can neither stage a block nor buffer it, the command is refused in
+/// memcached's words for a failed allocation, its block dropped as it arrives, and a SET's
+/// old value unlinked (a hostile probe's clients stopping part way through values).
+#[test]
+fn a_block_that_can_be_neither_staged_nor_buffered_is_refused_as_out_of_memory() {
+    let l = Limits {
+        refuse_unstaged: true,
+        ..staging()
+    };
+    for (buf, header, unlink) in [
+        (&b"set k 1 2 5000\r\nabc"[..], 16, Some(&b"k"[..])),
+        (b"add k 0 0 5000\r\n", 16, None),
+        (b"ms k 5000 T0\r\nab", 14, Some(&b"k"[..])),
+    ] {
+        match parse(buf, &l) {
+            Parsed::Error {
+                error: "SERVER_ERROR out of memory storing object",
+                len,
+                swallow: 5002,
+                unlink: u,
+                close: false,
+                ..
+            } => {
+                assert_eq!(len, header);
+                assert_eq!(u, unlink);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Whole in the buffer, or small: parsed as ever.
+    assert!(matches!(
+        parse(b"set k 0 0 5\r\nhello\r\n", &l),
+        Parsed::Command { .. }
+    ));
+}
+
 #[test]
 fn a_large_data_block_still_arriving_is_reported_for_staging() {
     let l = staging();

@@ -155,6 +155,7 @@ fn main() -> anyhow::Result<()> {
                 cas: !cli.disable_cas,
                 max_get_line: settings.max_item_size.max(1 << 20),
                 stage_min: hkv_net::STAGE_MIN,
+                refuse_unstaged: false,
                 body_staged: false,
             },
             enable_shutdown: settings.enable_shutdown,

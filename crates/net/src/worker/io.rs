@@ -150,6 +150,7 @@ pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared, now: Instant
             Ok(n) => {
                 c.rend += n;
                 got += n;
+                c.drop_swallowed();
                 crate::stage::rv_drain_body(c, &shared.engine);
                 c.last_active = now;
                 if let Some((_, t)) = &c.registered {

@@ -168,7 +168,9 @@ impl Worker {
                 errors: 0,
             };
             let mut limits = limits;
-            if c.stage_refused {
+            if c.refuse_body {
+                limits.refuse_unstaged = true;
+            } else if c.stage_refused {
                 limits.stage_min = usize::MAX;
             }
             let p = pp_plan_input(
@@ -385,6 +387,7 @@ impl Worker {
                 // staged for it is stored now, or its memory goes back.
                 crate::stage::release_body(c, &self.shared);
                 c.stage_refused = false;
+                c.refuse_body = false;
             }
             if let Some((header, vlen)) = end.body {
                 to_stage.push((plan.token, header, vlen));

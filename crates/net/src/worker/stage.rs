@@ -104,7 +104,14 @@ impl Worker {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             None => {
-                // Buffered whole, as any other command; its own pass answers it.
+                // Buffered whole, as any other command; its own pass answers it. Unless
+                // that would put connection buffers past their limit: then it is refused as
+                // memcached refuses a value it cannot allocate, and its bytes are dropped as
+                // they arrive. Clients stopping part way through such values once grew the
+                // process by every byte they sent (a hostile probe: 1,000 of them, 1 GB).
+                use std::sync::atomic::Ordering;
+                let buffered = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);
+                c.refuse_body = buffered + vlen > self.shared.config.conn_buffer_limit;
                 c.stage_refused = true;
                 c.want_parse = true;
             }

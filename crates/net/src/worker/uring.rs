@@ -197,6 +197,7 @@ impl Worker {
                     conn.rbuf[conn.rend..end].copy_from_slice(ring.buffer(bid, n));
                     conn.rend = end;
                     ring.recycle(bid);
+                    conn.drop_swallowed();
                     crate::stage::rv_drain_body(conn, &self.shared.engine);
                     conn.last_active = now;
                     if let Some((_, t)) = &conn.registered {

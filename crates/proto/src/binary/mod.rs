@@ -266,6 +266,20 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
         let header = HEADER_LEN + extlen + keylen;
         // Only once the extras and key are in: the staged parse reads them from the buffer.
         if stageable && !limits.body_staged && vlen >= limits.stage_min && buf.len() >= header {
+            if limits.refuse_unstaged {
+                // memcached's failed allocation: ENOMEM, the body dropped, and a SET's old
+                // value unlinked.
+                let set = matches!(opcode, op::SET | op::SETQ);
+                return BinParsed::Error {
+                    opcode,
+                    status: status::ENOMEM,
+                    opaque,
+                    len: header,
+                    swallow: vlen,
+                    close: false,
+                    unlink: set.then(|| &buf[HEADER_LEN + extlen..header]),
+                };
+            }
             return BinParsed::Body { header, vlen };
         }
         return BinParsed::Incomplete;
@@ -560,6 +574,30 @@ mod sasl_tests {
         assert!(!judged(0, 1_048_517));
         assert!(judged(1, 1_048_512));
         assert!(!judged(1, 1_048_513));
+    }
+
+    #[test]
+    fn a_body_that_can_be_neither_staged_nor_buffered_is_refused_as_out_of_memory() {
+        use crate::testkit::bin_request as req;
+        let limits = crate::text::Limits {
+            stage_min: 64,
+            refuse_unstaged: true,
+            ..crate::text::Limits::default()
+        };
+        let set = req(op::SETQ, &[0, 0, 0, 1, 0, 0, 0, 0], b"key", &[7; 500]);
+        let header = HEADER_LEN + 8 + 3;
+        assert_eq!(
+            parse_with(&set[..header + 10], &limits),
+            BinParsed::Error {
+                opcode: op::SETQ,
+                status: status::ENOMEM,
+                opaque: 7,
+                len: header,
+                swallow: 500,
+                close: false,
+                unlink: Some(&b"key"[..]),
+            }
+        );
     }
 
     #[test]

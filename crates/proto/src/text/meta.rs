@@ -362,6 +362,9 @@ pub(crate) fn parse<'a>(
             let total = data_end + 2;
             if buf.len() < total {
                 if !limits.body_staged && vlen >= limits.stage_min {
+                    if limits.refuse_unstaged {
+                        return refuse(crate::errors::OUT_OF_MEMORY, Some(key));
+                    }
                     return Parsed::Body {
                         header: line_len,
                         vlen,

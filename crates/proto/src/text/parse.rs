@@ -11,7 +11,8 @@ use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
 use hkv_types::Op;
 
 use crate::errors::{
-    BAD_DATA_CHUNK, BAD_DELTA, BAD_EXPTIME, BAD_FORMAT, DELETE_USAGE, ERROR, TOO_LARGE,
+    BAD_DATA_CHUNK, BAD_DELTA, BAD_EXPTIME, BAD_FORMAT, DELETE_USAGE, ERROR, OUT_OF_MEMORY,
+    TOO_LARGE,
 };
 
 /// An error for a command that asked for `noreply`: memcached suppresses those replies too.
@@ -197,6 +198,16 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             if buf.len() < total {
                 let stageable = !matches!(op, Op::Append | Op::Prepend);
                 if stageable && !limits.body_staged && vlen >= limits.stage_min {
+                    if limits.refuse_unstaged {
+                        return Parsed::Error {
+                            error: OUT_OF_MEMORY,
+                            len: line_len,
+                            swallow: vlen + 2,
+                            noreply,
+                            close: false,
+                            unlink: (op == Op::Set).then_some(key),
+                        };
+                    }
                     return Parsed::Body {
                         header: line_len,
                         vlen,

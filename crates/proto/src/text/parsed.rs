@@ -17,6 +17,11 @@ pub struct Limits {
     /// reported as [`Parsed::Body`], so that its bytes can be received into item memory
     /// instead of the buffer. `usize::MAX`: never (UDP, where a datagram is whole).
     pub stage_min: usize,
+    /// A data block that would be reported as [`Parsed::Body`] is refused instead, as
+    /// memcached refuses a value it cannot allocate (`SERVER_ERROR out of memory storing
+    /// object`, binary `Out of memory`), and its bytes are dropped as they arrive: the server
+    /// could neither stage it nor buffer it within its limits.
+    pub refuse_unstaged: bool,
     /// The first request's data block is not in the buffer: it was received into item
     /// memory ([`Parsed::Body`]) and taken out, so its command line is followed directly
     /// by what came after the data (for text, the data block's `\r\n`). Its command is
@@ -31,6 +36,7 @@ impl Default for Limits {
             cas: true,
             max_get_line: 1 << 20,
             stage_min: usize::MAX,
+            refuse_unstaged: false,
             body_staged: false,
         }
     }
