@@ -2,6 +2,7 @@
 (timestamps, gids, socket numbers and ports aside). memcached also logs an internal
 `item_get` before each store (its lookup of the old item); hkv does not, so those lines are
 left out of memcached's side (docs/protocol.md)."""
+import os
 import re
 import socket
 import time
@@ -243,5 +244,45 @@ def test_a_watcher_that_never_reads_costs_bounded_memory():
         stats = dict(l.split(b" ")[1:3] for l in c.recv(20000).split(b"\r\n") if l.startswith(b"STAT"))
         assert int(stats[b"log_watcher_skipped"]) > 10_000
         assert rss < 200_000, f"{rss} KiB"
+    finally:
+        hkv.stop()
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_regression_watchers_that_never_read_cost_no_cpu_once_traffic_stops():
+    """A hostile probe: a watcher whose output was full was made ready every pass though it
+    could take nothing, so an idle worker spun at 100% for as long as it stayed connected
+    (memcached: 0). Its output now holds at most 64 KiB of lines, not the 1 MiB high-water
+    mark."""
+    hkv = start_hkv("-t", "2")
+    try:
+        watchers = []
+        for _ in range(4):
+            w = socket.create_connection(hkv.addr)
+            w.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            w.sendall(b"watch fetchers mutations\r\n")
+            watchers.append(w)
+        time.sleep(0.2)
+        c = socket.create_connection(hkv.addr)
+        keys = b" ".join(b"k%d" % i for i in range(200))
+        for _ in range(300):
+            c.sendall(b"get " + keys + b"\r\n")
+            got = b""
+            while not got.endswith(b"END\r\n"):
+                got += c.recv(1000)
+        time.sleep(0.5)
+        before = cpu_seconds(hkv.proc.pid)
+        time.sleep(3)
+        used = cpu_seconds(hkv.proc.pid) - before
+        assert used < 0.5, f"{used:.2f} CPU seconds in 3 idle seconds"
+        c.sendall(b"stats hkv\r\n")
+        time.sleep(0.2)
+        stats = dict(l.split(b" ")[1:3] for l in c.recv(20000).split(b"\r\n") if l.startswith(b"STAT"))
+        # Four watchers: their hubs (256 KiB each) are not connection buffers; their output is.
+        assert int(stats[b"conn_buffer_bytes"]) < 4 * (200 << 10), stats[b"conn_buffer_bytes"]
     finally:
         hkv.stop()

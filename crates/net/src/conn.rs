@@ -214,8 +214,13 @@ impl Conn {
         // --conn-buffer-mb for good, and enough of them kept every one of them throttled,
         // unread, for good (regression test in crates/server/tests/buffer_limits.rs).
         if self.rbuf.len() > SHRINK_ABOVE && self.rend < 16384 {
-            self.rbuf.truncate(16384);
-            self.rbuf.shrink_to_fit();
+            // A new buffer, not the old one shrunk in place: shrunk, it kept the start of a
+            // large block, the rest of which was too small for the next large buffer, and
+            // the process grew by a large buffer each time one was given back (1,000
+            // clients each made to drop a 1 MB value in turn: 34 MB/s on io_uring).
+            let mut fresh = Vec::with_capacity(16384);
+            fresh.extend_from_slice(&self.rbuf[..16384]);
+            self.rbuf = fresh;
         }
         if self.wbuf.capacity() > SHRINK_ABOVE && self.wbuf.len() < 4096 {
             self.wbuf.shrink_to(4096);

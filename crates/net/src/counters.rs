@@ -38,6 +38,7 @@ pub struct ServerStats {
     /// total was over `conn_buffer_limit`.
     pub conn_buffer_bytes: AtomicUsize,
     pub conn_buffer_throttled: AtomicU64,
+    pub conn_buffer_refused: AtomicU64,
     /// Data blocks received straight into item memory rather than buffered (net/src/stage.rs).
     pub staged_values: AtomicU64,
     /// Bytes of the data blocks being received into item memory now (at most half of -m).

@@ -475,6 +475,7 @@ impl Worker {
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
+            let mut stalled_out = None;
             {
                 let over = stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
                 let mut cap = read_cap;
@@ -485,6 +486,7 @@ impl Worker {
                 if over {
                     let stalled = self.exempt_seen.elapsed() > EXEMPT_STALL;
                     if mid_request && (self.exempt.is_none_or(|e| e == t) || stalled) {
+                        stalled_out = self.exempt.filter(|&e| e != t);
                         self.exempt = Some(t);
                         self.exempt_seen = Instant::now();
                     } else if c.buffer_bytes() < BUFFER_FLOOR {
@@ -511,6 +513,9 @@ impl Worker {
                     c.want_read = true;
                     self.hold(t);
                 }
+            }
+            if let Some(old) = stalled_out {
+                self.refuse_stalled(old);
             }
         }
         self.receive_udp();

@@ -338,6 +338,7 @@ fn regression_clients_stopping_part_way_through_values_stay_within_the_buffer_li
     let mut admin = h.connect();
     let buffered = admin.stat_u64("hkv", "conn_buffer_bytes").unwrap();
     assert!(buffered < 24 << 20, "{buffered} bytes buffered");
+    common::assert_peak_within(&h, 64);
     let mut refused = Vec::new();
     for (i, c) in clients.iter_mut().enumerate() {
         let mut reply = [0u8; 64];

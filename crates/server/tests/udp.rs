@@ -72,6 +72,42 @@ fn single_and_multi_datagram_replies() {
     assert!(text.ends_with("\r\nhi\r\nEND\r\n"));
 }
 
+/// A hostile probe: a UDP `get` of 257 keys got the first 256 values, then `SERVER_ERROR out
+/// of memory writing get response` (a multi-key line goes on in a later pass over TCP; a
+/// datagram's reply is sent whole). memcached answers every key.
+#[test]
+fn regression_a_udp_get_of_more_than_256_keys_is_answered_whole() {
+    let h = Hkv::start(&["--udp-listen", "127.0.0.1:0", "-t", "2"]);
+    let mut c = h.connect();
+    let mut want = String::new();
+    let mut line = String::from("get");
+    for i in 0..600 {
+        c.expect(&format!("set k{i} 0 0 1\r\n{}\r\n", i % 10), "STORED\r\n");
+        line += &format!(" k{i}");
+        want += &format!("VALUE k{i} 0 1\r\n{}\r\n", i % 10);
+    }
+    want += "END\r\n";
+    let s = udp_client(&h);
+    for (id, verb) in [(1u16, "get"), (2, "gat 0")] {
+        let line = line.replacen("get", verb, 1);
+        s.send(&request(id, 0, 1, format!("{line}\r\n").as_bytes()))
+            .unwrap();
+        let (_, body) = reply(&s, id);
+        assert_eq!(String::from_utf8(body).unwrap(), want, "{verb}");
+    }
+    // A burst of them: a pass plans 4,096 of their keys and leaves the rest of the
+    // datagrams, whole, to the next; each client's replies keep their order.
+    let burst = format!("{line}\r\n");
+    for id in 10..20u16 {
+        s.send(&request(id, 0, 1, burst.as_bytes())).unwrap();
+    }
+    for id in 10..20u16 {
+        let (_, body) = reply(&s, id);
+        assert_eq!(String::from_utf8(body).unwrap(), want, "datagram {id}");
+    }
+    assert_healthy(&h);
+}
+
 #[test]
 fn malformed_and_multi_datagram_requests_are_dropped_as_memcached_does() {
     let h = Hkv::start(&["--udp-listen", "127.0.0.1:0"]);

@@ -90,6 +90,11 @@ pub(crate) struct PassBudget {
     pub max_item: usize,
     /// Requests one connection may have planned in a pass (`-R`).
     pub reqs_per_conn: usize,
+    /// Engine requests (keys) one connection may have planned in a pass: a longer
+    /// multi-key line goes on in the next pass ([`MAX_KEYS_PER_CONN_PASS`]). A UDP datagram
+    /// has no next pass for a line cut in two, so it takes all of its keys at once (a
+    /// datagram holds at most 64 KiB of them).
+    pub keys_per_conn: usize,
 }
 
 impl PassBudget {
@@ -268,8 +273,7 @@ pub(crate) fn pp_plan_input<'a>(
         if end.pos == buf.len() {
             break;
         }
-        if count == pass.reqs_per_conn || batch.len() - client.keys_before >= MAX_KEYS_PER_CONN_PASS
-        {
+        if count == pass.reqs_per_conn || batch.len() - client.keys_before >= pass.keys_per_conn {
             end.more = true;
             end.yielded = true;
             break;

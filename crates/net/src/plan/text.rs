@@ -5,7 +5,7 @@ use bumpalo::Bump;
 use hkv_engine::Request;
 use hkv_proto::text::{self, get_key_request, get_key_step, plan_command, Command, Parsed};
 
-use super::{Client, GetCont, InputEnd, PassBudget, ReadMark, MAX_KEYS_PER_CONN_PASS};
+use super::{Client, GetCont, InputEnd, PassBudget, ReadMark};
 use hkv_proto::step::Step;
 
 /// Plans one text or meta request. Returns true if parsing must stop after it.
@@ -111,7 +111,7 @@ pub(super) fn plan_get_keys<'a>(
             *pos = cont.line_end;
             return true;
         }
-        if batch.len() - client.keys_before >= MAX_KEYS_PER_CONN_PASS {
+        if batch.len() - client.keys_before >= pass.keys_per_conn {
             *pos = p;
             return false;
         }

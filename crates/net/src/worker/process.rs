@@ -17,6 +17,9 @@ use super::{Worker, PASS_ND_BUDGET, PASS_VALUE_BUDGET};
 
 /// Bytes of a datagram's reply buffer kept from pass to pass (16 KiB: a dozen datagrams).
 const UDP_REPLY_KEPT: usize = 16 << 10;
+/// Keys of UDP datagrams a pass plans before it leaves the rest of its datagrams for the
+/// next (each datagram's keys are planned whole: its reply cannot go on in a later pass).
+const UDP_PASS_KEYS: usize = 4096;
 
 /// The `watch` streams written from a batch's requests and results.
 const STREAMS_OF_A_BATCH: u8 =
@@ -66,6 +69,7 @@ impl Worker {
             written: 0,
             max_item: l.max_item_size,
             reqs_per_conn: self.shared.config.reqs_per_event.max(1),
+            keys_per_conn: crate::plan::MAX_KEYS_PER_CONN_PASS,
         }
     }
 
@@ -211,10 +215,19 @@ impl Worker {
         };
         let udp_reqs = &self.udp_reqs;
         let mut udp_plans: Vec<UdpPlan> = Vec::with_capacity(udp_reqs.len());
+        // A multi-key line cut at the per-pass key limit could not go on in a later pass
+        // (a datagram's reply is sent whole): 257 keys got `SERVER_ERROR out of memory
+        // writing get response` after the first 256 (a hostile probe).
+        budget.keys_per_conn = usize::MAX;
+        // Then a pass's datagrams together are bounded instead: 64 datagrams of 32,000 keys
+        // each would make one batch of two million.
+        let udp_keys_from = batch.len();
         for r in udp_reqs {
             let (start, mstart) = (steps.len(), marks.len());
-            if udp_plans.iter().any(|p| p.goes_on && p.peer == r.peer) {
-                // A datagram of this client goes on next pass: its later ones wait for it.
+            let full = batch.len() - udp_keys_from >= UDP_PASS_KEYS;
+            if full || udp_plans.iter().any(|p| p.goes_on && p.peer == r.peer) {
+                // The pass has its keys, or a datagram of this client goes on next pass (its
+                // later ones wait for it): this one waits for the next pass whole.
                 udp_plans.push(UdpPlan {
                     steps: start..start,
                     marks: mstart..mstart,

@@ -10,6 +10,8 @@ use crate::plan::{pp_plan_input, ReadMark};
 use crate::sasl::Gate;
 use crate::stage::rv_drain_body;
 
+use std::sync::atomic::Ordering;
+
 use super::Worker;
 
 impl Worker {
@@ -104,17 +106,32 @@ impl Worker {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             None => {
-                // Buffered whole, as any other command; its own pass answers it. Unless
-                // that would put connection buffers past their limit: then it is refused as
-                // memcached refuses a value it cannot allocate, and its bytes are dropped as
-                // they arrive. Clients stopping part way through such values once grew the
-                // process by every byte they sent (a hostile probe: 1,000 of them, 1 GB).
-                use std::sync::atomic::Ordering;
-                let buffered = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);
-                c.refuse_body = buffered + vlen > self.shared.config.conn_buffer_limit;
+                // Buffered whole, as any other command; its own pass answers it (or
+                // refuses it, if it stalls while buffers are over their limit: worker.rs).
                 c.stage_refused = true;
                 c.want_parse = true;
             }
+        }
+    }
+
+    /// The connection that held the slot past `--conn-buffer-mb` and stalled in it, as
+    /// another takes the slot: a data block it was buffering (one that could not be staged)
+    /// is refused as memcached refuses a value it cannot allocate, and what it buffered is
+    /// dropped with the rest as it arrives. Kept, every stalled client came to buffer its
+    /// whole value in turn (a hostile probe: 1,000 clients stopping part way through 1 MB
+    /// values grew the process to 1 GB). Its next pass (the throttle timer's) answers it.
+    pub(super) fn refuse_stalled(&mut self, t: usize) {
+        let Some(c) = self.conns.get_mut(t) else {
+            return;
+        };
+        if c.stage_refused && !c.refuse_body {
+            c.refuse_body = true;
+            c.want_parse = true;
+            self.shared
+                .stats
+                .conn_buffer_refused
+                .fetch_add(1, Ordering::Relaxed);
+            self.throttled.push(t);
         }
     }
 }

@@ -12,6 +12,11 @@ use super::Worker;
 /// How often a worker with watchers looks for new lines while nothing else wakes it.
 pub(super) const WATCH_TICK: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// Lines a watcher's output may hold unsent, beside the hub's 256 KiB: a watcher that does
+/// not read holds at most this much of the process (it held the 1 MiB output high-water
+/// mark, 1.5 MB a watcher).
+const WATCH_OUTPUT: usize = 64 << 10;
+
 impl Worker {
     /// Watcher connections of this pass: their input is dropped (memcached reads nothing
     /// more from a watcher) and waiting lines move to their output, up to the high-water
@@ -31,7 +36,9 @@ impl Worker {
             c.want_parse = false;
             c.cont = None;
             c.swallow = 0;
-            let room = high_water.saturating_sub(c.pending_output());
+            let room = high_water
+                .min(WATCH_OUTPUT)
+                .saturating_sub(c.pending_output());
             if room > 0 {
                 watch.take(id, &mut c.wbuf, room);
             }
@@ -45,7 +52,12 @@ impl Worker {
         }
         let watch = self.shared.engine.watch();
         for (t, c) in self.conns.iter() {
-            if c.watch.is_some_and(|id| watch.has_lines(id)) {
+            // A watcher whose output is full waits for its send to finish (which brings it
+            // back): made ready while it could take nothing, an idle worker spun at 100%
+            // for as long as a watcher did not read (a hostile probe). Half of the budget
+            // free, so that the next line (far shorter) always fits.
+            let room = c.pending_output() < WATCH_OUTPUT / 2;
+            if room && c.watch.is_some_and(|id| watch.has_lines(id)) {
                 ready.push(t);
             }
         }
