@@ -89,7 +89,11 @@ fn regression_sigterm_answers_the_datagrams_already_received() {
     std::thread::sleep(Duration::from_millis(50));
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.connect(h.udp.expect("udp address")).unwrap();
-    // Replies are read as they come: a socket's default receive buffer holds about 250.
+    // Replies are read as they come: a socket's default receive buffer holds about 250,
+    // and a reader thread slowed by a busy machine lost the rest (251 of 300, once).
+    socket2::SockRef::from(&s)
+        .set_recv_buffer_size(4 << 20)
+        .unwrap();
     s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
     let r = s.try_clone().unwrap();
     let reader = std::thread::spawn(move || {
