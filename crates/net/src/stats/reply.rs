@@ -114,6 +114,8 @@ pub(crate) fn stats_reply(
                 b"STAT sizes_status error\r\nSTAT sizes_error not_supported\r\n".to_vec(),
             ))
         }
+        // memcached without an external store configured lists nothing; hkv has none.
+        Some(b"extstore") => Vec::new(),
         Some(b"sizes_disable") => {
             return Ok(StatsReply::Raw(b"STAT sizes_status disabled\r\n".to_vec()))
         }

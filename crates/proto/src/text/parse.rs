@@ -435,12 +435,13 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 };
                 cmd(Command::Crawler(CrawlerOp::Crawl(ids)))
             }
-            (Some(b"sleep"), Some(t)) if n == 3 => match parse_u32(t) {
+            // memcached reads both with `safe_strtoul` into a `uint32_t`: the low 32 bits.
+            (Some(b"sleep"), Some(t)) if n == 3 => match parse_u32_low_bits(t) {
                 Some(us) if us <= 1_000_000 => cmd(Command::Crawler(CrawlerOp::Sleep(us))),
                 Some(_) => Parsed::error(crate::errors::admin::CRAWLER_SLEEP, line_len),
                 None => Parsed::error(BAD_FORMAT, line_len),
             },
-            (Some(b"tocrawl"), Some(t)) if n == 3 => match parse_u32(t) {
+            (Some(b"tocrawl"), Some(t)) if n == 3 => match parse_u32_low_bits(t) {
                 Some(k) => cmd(Command::Crawler(CrawlerOp::ToCrawl(k))),
                 None => Parsed::error(BAD_FORMAT, line_len),
             },
