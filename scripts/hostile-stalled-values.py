@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A hostile probe: N clients each send `set k 0 0 1000000` and all but 600 bytes of the
 value, then stall. Prints the server's RSS (and hkv's connection buffers) as they wait.
-usage: hostile-stalled-values.py [hkv|memcached] [N=1000] [seconds=20]
+usage: hostile-stalled-values.py [hkv|memcached] [N=1000] [seconds=20] [value|get]
+(`get`: each client sends a 900 KB multiget line without its newline instead.)
 (HKV_BIN picks the hkv binary; raise `ulimit -n` for N past ~1000.)"""
 import os, socket, subprocess, sys, time
 which = sys.argv[1] if len(sys.argv) > 1 else 'hkv'
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 SECS = int(sys.argv[3]) if len(sys.argv) > 3 else 20
+GET_LINES = len(sys.argv) > 4 and sys.argv[4] == 'get'
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchserver import free_port
 PORT = free_port()
@@ -30,12 +32,12 @@ try:
         try: socket.create_connection(('127.0.0.1', PORT), timeout=0.2).close(); break
         except OSError: time.sleep(0.1)
     print(which, 'start', mem())
-    conns = []; data = b'x' * 999400
+    conns = []; data = b' k' * 450000 if GET_LINES else b'x' * 999400
     for i in range(N):
         s = socket.socket(); s.connect(('127.0.0.1', PORT)); s.setblocking(False)
         try:
-            s.send(b'set half%d 0 0 1000000\r\n' % i)   # announce 1 MiB ...
-            s.send(data)                                 # ... send all but 576 bytes, then stall
+            s.send(b'get' if GET_LINES else b'set half%d 0 0 1000000\r\n' % i)
+            s.send(data)                                 # ... all but the end, then stall
         except BlockingIOError: pass
         conns.append(s)
     t0 = time.time()

@@ -364,3 +364,41 @@ fn least_cpu_ticks_per_second(h: &Hkv) -> u64 {
         .min()
         .unwrap_or_default()
 }
+
+/// A hostile probe: clients each sending most of a 900 KB multiget line and stopping. The
+/// one connection per worker let past the limit gave its place up after 50 ms of silence
+/// and kept its line, so every client came to buffer its line in turn (500 MB in 10 s with
+/// 1,000 of them). The one that gives the place up now gets memcached's answer for a read
+/// buffer it cannot grow, and is closed.
+#[test]
+fn regression_clients_stopping_part_way_through_long_get_lines_stay_within_the_limit() {
+    let h = Hkv::start(&["-m", "64", "-t", "2", "--conn-buffer-mb", "8"]);
+    let line = b" k".repeat(300_000);
+    let mut clients: Vec<Client> = (0..60).map(|_| h.connect()).collect();
+    for c in clients.iter_mut() {
+        c.stream.set_nonblocking(true).unwrap();
+        let mut req = b"get".to_vec();
+        req.extend_from_slice(&line);
+        let _ = c.stream.write(&req);
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let mut admin = h.connect();
+    let buffered = admin.stat_n("hkv", "conn_buffer_bytes");
+    assert!(buffered < 24 << 20, "{buffered} bytes buffered");
+    assert!(admin.stat_n("hkv", "conn_buffer_refused") > 0);
+    let mut refused = 0;
+    for c in clients.iter_mut() {
+        c.stream.set_nonblocking(false).unwrap();
+        c.stream
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut reply = Vec::new();
+        if std::io::Read::read_to_end(&mut c.stream, &mut reply).is_ok() {
+            assert_eq!(reply, b"SERVER_ERROR out of memory reading request\r\n");
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "no connection refused");
+    assert_healthy(&h);
+    assert_peak_within(&h, 64);
+}

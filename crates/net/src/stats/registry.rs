@@ -355,7 +355,7 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "conn_buffer_bytes", Gauge, "bytes in connection buffers", |s| Val::U(s.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed) as u64);
     "conn_buffer_limit", Setting, "--conn-buffer-mb in bytes", |s| Val::U(s.shared.config.conn_buffer_limit as u64);
     "conn_buffer_throttled", Counter, "reads skipped over that limit", |s| s.server(|v| load(&v.conn_buffer_throttled));
-    "conn_buffer_refused", Counter, "values refused as out of memory: their client stalled part way while buffers were over that limit", |s| s.server(|v| load(&v.conn_buffer_refused));
+    "conn_buffer_refused", Counter, "requests refused as out of memory (a value, or a long line and its connection): their client stalled part way while buffers were over that limit", |s| s.server(|v| load(&v.conn_buffer_refused));
     "staged_values", Counter, "large values received straight into item memory", |s| s.server(|v| load(&v.staged_values));
     "staged_bytes", Gauge, "bytes of values being received into item memory now", |s| Val::U(s.shared.stats.staged_bytes.load(Ordering::Relaxed) as u64);
     "uring_workers", Gauge, "workers on the io_uring loop (the others on epoll)", |s| Val::U(s.shared.stats.uring_workers.load(Ordering::Relaxed) as u64);

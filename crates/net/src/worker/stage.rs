@@ -117,21 +117,39 @@ impl Worker {
     /// The connection that held the slot past `--conn-buffer-mb` and stalled in it, as
     /// another takes the slot: a data block it was buffering (one that could not be staged)
     /// is refused as memcached refuses a value it cannot allocate, and what it buffered is
-    /// dropped with the rest as it arrives. Kept, every stalled client came to buffer its
-    /// whole value in turn (a hostile probe: 1,000 clients stopping part way through 1 MB
-    /// values grew the process to 1 GB). Its next pass (the throttle timer's) answers it.
+    /// dropped with the rest as it arrives; any other request it holds more than the floor
+    /// of (a long multiget line, a binary body) gets memcached's answer when it cannot grow
+    /// its read buffer, and the connection is closed. Kept, every stalled client came to
+    /// buffer its whole request in turn (a hostile probe: 1,000 clients stopping part way
+    /// through 1 MB values grew the process to 1 GB; through 900 KB get lines, to 500 MB in
+    /// 10 s). Its next pass (the throttle timer's) answers it.
     pub(super) fn refuse_stalled(&mut self, t: usize) {
         let Some(c) = self.conns.get_mut(t) else {
             return;
         };
-        if c.stage_refused && !c.refuse_body {
+        if c.stage_refused {
+            if c.refuse_body {
+                return;
+            }
             c.refuse_body = true;
             c.want_parse = true;
-            self.shared
-                .stats
-                .conn_buffer_refused
-                .fetch_add(1, Ordering::Relaxed);
-            self.throttled.push(t);
+        } else if c.unparsed() >= super::BUFFER_FLOOR && c.body.is_none() {
+            if c.binary != Some(true) {
+                hkv_proto::reply::line(&mut c.wbuf, hkv_proto::errors::READ_OUT_OF_MEMORY);
+            }
+            c.rstart = c.rend;
+            c.cont = None;
+            c.want_parse = false;
+            c.read_closed = true;
+            c.close_after_write = true;
+            self.hold(t);
+        } else {
+            return;
         }
+        self.shared
+            .stats
+            .conn_buffer_refused
+            .fetch_add(1, Ordering::Relaxed);
+        self.throttled.push(t);
     }
 }
