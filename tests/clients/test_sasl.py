@@ -142,3 +142,16 @@ def test_stats_count_sasl(hkv_sasl):
     c.set("a", b"1")
     stats = list(c.stats().values())[0]
     assert int(stats[b"auth_cmds"] if b"auth_cmds" in stats else stats["auth_cmds"]) >= 1
+
+
+def test_regression_an_unauthenticated_too_large_set_deletes_nothing(hkv_sasl):
+    """A review found it: a binary SET refused as too large unlinks its key's old value (as
+    memcached does), and that unlink ran before the SASL gate, so a client that never
+    authenticated could delete any key with one oversized SET header."""
+    c = bmemcached.Client([f"127.0.0.1:{hkv_sasl.port}"], USER, PASSWORD)
+    assert c.set("victim", b"kept")
+    # Only the header and key of a 2 MiB SET: refused before its body arrives.
+    header = struct.pack(">BBHBBHIIQ", 0x80, 0x01, 6, 8, 0, 0, 8 + 6 + (2 << 20), 1, 0)
+    converse(hkv_sasl.addr, header + SET_EXTRAS + b"victim")
+    assert c.get("victim") == b"kept"
+    c.disconnect_all()

@@ -78,9 +78,6 @@ pub(crate) struct Worker {
     /// Over the limit, one connection per worker part way through a request still reads, so
     /// large requests finish one after another instead of all waiting for each other.
     exempt: Option<usize>,
-    /// When the exempt connection last had input: one that stops part way through a value
-    /// (a stalled or hostile client) gives the slot up after EXEMPT_STALL.
-    exempt_seen: Instant,
     udp: Option<mio::net::UdpSocket>,
     udp_ready: bool,
     udp_reqs: Vec<crate::udp::UdpRequest>,
@@ -198,7 +195,6 @@ impl Worker {
             throttled: Vec::new(),
             throttle_due: None,
             exempt: None,
-            exempt_seen: Instant::now(),
             udp_ready: udp.is_some(),
             udp_batch: udp.is_some().then(|| Box::new(crate::udp::UdpBatch::new())),
             udp_reply: Default::default(),
@@ -472,6 +468,13 @@ impl Worker {
         let high_water = self.shared.config.output_high_water;
         for &t in ready {
             self.send_or_drop(t);
+            // The exempt connection gives the slot up once nothing has come from it for
+            // EXEMPT_STALL, by its own last input (a stalled or hostile client).
+            let holder_stalled = self.exempt.filter(|&e| e != t).is_none_or(|e| {
+                self.conns
+                    .get(e)
+                    .is_none_or(|x| x.last_active.elapsed() > EXEMPT_STALL)
+            });
             let Some(c) = self.conns.get_mut(t) else {
                 continue;
             };
@@ -484,11 +487,9 @@ impl Worker {
                     self.exempt = None;
                 }
                 if over {
-                    let stalled = self.exempt_seen.elapsed() > EXEMPT_STALL;
-                    if mid_request && (self.exempt.is_none_or(|e| e == t) || stalled) {
+                    if mid_request && (self.exempt.is_none_or(|e| e == t) || holder_stalled) {
                         stalled_out = self.exempt.filter(|&e| e != t);
                         self.exempt = Some(t);
-                        self.exempt_seen = Instant::now();
                     } else if c.buffer_bytes() < BUFFER_FLOOR {
                         stats.conn_buffer_throttled.fetch_add(1, Ordering::Relaxed);
                         cap = BUFFER_FLOOR / 4;

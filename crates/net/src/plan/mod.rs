@@ -307,6 +307,9 @@ pub(crate) fn pp_plan_input<'a>(
             let hint = if p0 == start { scanned_in } else { 0 };
             plan_text(buf, keys, &limits, hint, &mut end, batch, steps)
         };
+        // A refusal of a block that could not be buffered is for the first request only
+        // (worker/stage.rs): requests after it are planned as ever.
+        limits.refuse_unstaged = false;
         if let Some(st) = staged.take() {
             // Only the first request's data block was staged; the engine stores it with the
             // request (or gives it back if the request does not store it).
@@ -432,8 +435,9 @@ fn plan_binary<'a>(
         } => {
             end.pos += len;
             end.swallow = swallow;
-            if let Some(key) = unlink {
-                // memcached drops the old value of a key whose new one it refused.
+            if let Some(key) = unlink.filter(|_| gate.open()) {
+                // memcached drops the old value of a key whose new one it refused (and a
+                // client not yet authenticated under -S drops nothing).
                 batch.push(Request::delete(key));
             }
             end.too_large += u64::from(status == hkv_proto::binary::status::E2BIG);

@@ -128,9 +128,10 @@ pub(super) fn rv_receive(c: &mut Conn, cap: usize, shared: &Shared, now: Instant
     c.want_read = false;
     let mut got = 0;
     loop {
-        if c.body.is_some() && got >= STAGED_READ_PER_PASS {
-            // A data block going into item memory leaves the buffer empty, so `cap` never
-            // stops it: this does, so that one large value cannot hold the pass up.
+        if (c.body.is_some() || c.swallow > 0) && got >= STAGED_READ_PER_PASS {
+            // A data block going into item memory, or being dropped as it arrives, leaves
+            // the buffer empty, so `cap` never stops it: this does, so that one large value
+            // cannot hold the pass up.
             c.want_read = true;
             return;
         }

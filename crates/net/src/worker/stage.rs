@@ -114,26 +114,30 @@ impl Worker {
         }
     }
 
-    /// The connection that held the slot past `--conn-buffer-mb` and stalled in it, as
-    /// another takes the slot: a data block it was buffering (one that could not be staged)
-    /// is refused as memcached refuses a value it cannot allocate, and what it buffered is
-    /// dropped with the rest as it arrives; any other request it holds more than the floor
-    /// of (a long multiget line, a binary body) gets memcached's answer when it cannot grow
-    /// its read buffer, and the connection is closed. Kept, every stalled client came to
-    /// buffer its whole request in turn (a hostile probe: 1,000 clients stopping part way
-    /// through 1 MB values grew the process to 1 GB; through 900 KB get lines, to 500 MB in
-    /// 10 s). Its next pass (the throttle timer's) answers it.
+    /// The connection that held the slot past `--conn-buffer-mb` and sent nothing in it for
+    /// EXEMPT_STALL (by its own last input), as another takes the slot: a data block it was
+    /// buffering (one that staging could not take) is refused as memcached refuses a value
+    /// it cannot allocate, and what it buffered is dropped with the rest as it arrives; a
+    /// long line or binary body it holds more than the floor of gets memcached's answer when
+    /// it cannot grow its read buffer, and the connection is closed. Kept, every stalled
+    /// client came to buffer its whole request in turn (a hostile probe: 1,000 clients
+    /// stopping part way through 1 MB values grew the process to 1 GB; through 900 KB get
+    /// lines, to 500 MB in 10 s). Complete requests waiting to be planned are never
+    /// refused. Its next pass (the throttle timer's) answers it.
     pub(super) fn refuse_stalled(&mut self, t: usize) {
         let Some(c) = self.conns.get_mut(t) else {
             return;
         };
+        if c.body.is_some() || c.watch.is_some() || c.close_after_write {
+            return;
+        }
         if c.stage_refused {
             if c.refuse_body {
                 return;
             }
             c.refuse_body = true;
             c.want_parse = true;
-        } else if c.unparsed() >= super::BUFFER_FLOOR && c.body.is_none() {
+        } else if in_one_long_request(c, &self.shared.config.limits) {
             if c.binary != Some(true) {
                 hkv_proto::reply::line(&mut c.wbuf, hkv_proto::errors::READ_OUT_OF_MEMORY);
             }
@@ -151,5 +155,28 @@ impl Worker {
             .conn_buffer_refused
             .fetch_add(1, Ordering::Relaxed);
         self.throttled.push(t);
+    }
+}
+
+/// The input holds the start of one request, at least the buffer floor of it, and not its
+/// end (a line with no newline yet, a data block or binary body not all come): what a
+/// client that stopped part way leaves. Complete requests waiting to be planned are not.
+fn in_one_long_request(c: &crate::conn::Conn, limits: &hkv_proto::text::Limits) -> bool {
+    use hkv_proto::binary::BinParsed;
+    use hkv_proto::text::Parsed;
+    let input = &c.rbuf[c.rstart..c.rend];
+    if input.len() < super::BUFFER_FLOOR {
+        return false;
+    }
+    if c.binary == Some(true) {
+        matches!(
+            hkv_proto::binary::parse_with(input, limits),
+            BinParsed::Incomplete | BinParsed::Body { .. }
+        )
+    } else {
+        matches!(
+            hkv_proto::text::parse(input, limits),
+            Parsed::Incomplete | Parsed::Body { .. }
+        )
     }
 }
