@@ -34,6 +34,10 @@ DEVIATIONS = {
     "expirations.t": "moves time with memcached-debug's debugtime (Debian's build fails it)",
     "flush-all.t": "the -C part expects flush_all to miss items set in its second (memcached "
                    "needs CAS for an exact cliff); hkv's flush_all is exact with -C too",
+    "issue_14.t": "expects 20 items set in two rounds to fit in one slab allocator's pages; "
+                  "hkv's partitions each take their own, and how the keys of a round split "
+                  "between them follows its random hash seed (failed about one run in three "
+                  "with 2 threads; with -t 1 it holds: crates/engine/tests/staged.rs)",
     "issue_163.t": "expects 64 KB items in memcached's slab class 31",
     "issue_183.t": "expects flush_all's victims reclaimed lazily (hkv frees them at once)",
     "issue_22.t": "expects 64 KB items in memcached's slab class 31",
