@@ -5,8 +5,11 @@ reports the port it got; memcached cannot, so it gets a port the kernel just han
 """
 import os
 import shutil
+import re
 import socket
 import subprocess
+import sys
+import tarfile
 import time
 
 import pytest
@@ -45,6 +48,33 @@ def start_hkv(*args):
         raise RuntimeError(f"hkv {' '.join(args)} did not start")
     port = int(line.strip().rsplit(":", 1)[1])
     return Server(proc, port)
+
+
+def sdist_tests(where, project, version):
+    """The tests/ directory of a PyPI project's source distribution (where clients ship
+    their own tests; wheels omit them), unpacked under `where`; returns the release's root."""
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+         "-d", str(where), f"{project}=={version}"],
+        check=True, timeout=300,
+    )
+    (sdist,) = where.glob(f"{project}-*.tar.gz")
+    with tarfile.open(sdist) as t:
+        members = [m for m in t.getmembers() if "/tests/" in m.name and m.isfile()]
+        t.extractall(where, members=members, filter="data")
+    (root,) = where.glob(f"{project}-*/")
+    return root
+
+
+def run_sdist_tests(root, env):
+    """pytest over a release's tests/ (see `sdist_tests`): its counts by outcome, its output."""
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=root, env=dict(os.environ, **env), capture_output=True, text=True, timeout=300,
+    ).stdout
+    summary = out.strip().splitlines()[-1]
+    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", summary)}
+    return counts, out
 
 
 def free_port():

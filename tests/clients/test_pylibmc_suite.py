@@ -2,15 +2,9 @@
 languages' clients wrap: text and binary protocol, CAS, behaviors, pooling, serialization,
 reference counts; shipped in its source distribution, not its wheel) run unchanged against
 hkv, as against memcached 1.6 beside it: both must pass the same tests."""
-import os
-import re
-import subprocess
-import sys
-import tarfile
-
 import pytest
 
-from conftest import start_hkv, start_memcached
+from conftest import run_sdist_tests, sdist_tests, start_hkv, start_memcached
 
 pylibmc = pytest.importorskip("pylibmc")
 
@@ -18,17 +12,7 @@ pylibmc = pytest.importorskip("pylibmc")
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
     """The tests of the installed pylibmc's own release, from its source distribution."""
-    where = tmp_path_factory.mktemp("pylibmc")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-         "-d", str(where), f"pylibmc=={pylibmc.__version__}"],
-        check=True, timeout=300,
-    )
-    (sdist,) = where.glob("pylibmc-*.tar.gz")
-    with tarfile.open(sdist) as t:
-        members = [m for m in t.getmembers() if "/tests/" in m.name and m.isfile()]
-        t.extractall(where, members=members, filter="data")
-    (root,) = where.glob("pylibmc-*/")
+    root = sdist_tests(tmp_path_factory.mktemp("pylibmc"), "pylibmc", pylibmc.__version__)
     # The autoconf tests take the port from their base class and from elasticache()'s
     # default address (127.0.0.1:11211), not from MEMCACHED_PORT.
     (root / "tests" / "conftest.py").write_text(
@@ -43,14 +27,8 @@ def suite(tmp_path_factory):
 
 def run_suite(root, server):
     # MEMCACHED_PORT: pylibmc.test.make_test_client's own way to point the tests elsewhere.
-    env = dict(os.environ, MEMCACHED_HOST="127.0.0.1", MEMCACHED_PORT=str(server.port))
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300,
-    ).stdout
-    summary = out.strip().splitlines()[-1]
-    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", summary)}
-    return counts, out
+    return run_sdist_tests(root, {"MEMCACHED_HOST": "127.0.0.1",
+                                  "MEMCACHED_PORT": str(server.port)})
 
 
 @pytest.mark.parametrize("engine", ["cpu", "opencl"])

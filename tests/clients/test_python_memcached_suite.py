@@ -8,15 +8,9 @@ tests' tiny `utils.py` (`captured_stderr`); it is supplied here.
 Its `test_ignore_too_large_value` stores a value of exactly 1 MiB and expects memcached's
 `SERVER_ERROR object too large for cache`: memcached counts its item header, key, flags and
 CAS against `-I`, and hkv refuses the same values."""
-import os
-import re
-import subprocess
-import sys
-import tarfile
-
 import pytest
 
-from conftest import start_hkv, start_memcached
+from conftest import run_sdist_tests, sdist_tests, start_hkv, start_memcached
 
 memcache = pytest.importorskip("memcache")
 
@@ -35,17 +29,8 @@ def captured_stderr():
 
 @pytest.fixture(scope="module")
 def suite(tmp_path_factory):
-    where = tmp_path_factory.mktemp("python-memcached")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
-         "-d", str(where), f"python-memcached=={memcache.__version__}"],
-        check=True, timeout=300,
-    )
-    (sdist,) = where.glob("python-memcached-*.tar.gz")
-    with tarfile.open(sdist) as t:
-        members = [m for m in t.getmembers() if "/tests/" in m.name and m.isfile()]
-        t.extractall(where, members=members, filter="data")
-    (root,) = where.glob("python-memcached-*/")
+    root = sdist_tests(tmp_path_factory.mktemp("python-memcached"), "python-memcached",
+                       memcache.__version__)
     tests = root / "tests"
     (tests / "__init__.py").write_text("")
     (tests / "utils.py").write_text(UTILS)
@@ -57,14 +42,7 @@ def suite(tmp_path_factory):
 
 
 def run_suite(root, server):
-    env = dict(os.environ, MEMCACHED_PORT=str(server.port))
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300,
-    ).stdout
-    summary = out.strip().splitlines()[-1]
-    counts = {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", summary)}
-    return counts, out
+    return run_sdist_tests(root, {"MEMCACHED_PORT": str(server.port)})
 
 
 def test_python_memcached_suite_passes_on_hkv_as_on_memcached(suite):
