@@ -44,6 +44,9 @@ python3 -c 'import os, sysconfig; os.stat(os.path.join(sysconfig.get_paths()["in
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 # memcached's own test suite (tests/clients/test_memcached_suite.py) runs with prove.
 command -v prove >/dev/null 2>&1 || need+=(perl)
+# Cache::Memcached::Fast (tests/clients/test_perl_memcached_fast_suite.py), the XS Perl client.
+perl -MCache::Memcached::Fast -MTest2::V0 -e 1 >/dev/null 2>&1 \
+  || need+=(libcache-memcached-fast-perl libtest2-suite-perl)
 # memjs, the Node binary+SASL client.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)

@@ -246,6 +246,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
 /// `stats hkv`: the engine's own figures.
 /// `stats hkv` (also the `hkv_*` metrics of the admin endpoint).
 pub(crate) static HKV_DEFS: &[Def] = defs![
+    "hkv_version", Setting, "hkv's own version (`version` answers memcached's)", |_| Val::Str(hkv_proto::reply::HKV_VERSION);
     "engine", Setting, "index backend of partition 0", |s| Val::S(s.shared.engine.backends().swap_remove(0));
     "engine_fallbacks", Counter, "device failures survived on the CPU", |s| Val::U(s.shared.engine.fallbacks());
     "device_batches", Counter, "search batches run on the device", |s| s.shared.engine.device_timing().map_or(Val::Absent, |t| Val::U(t.0));
