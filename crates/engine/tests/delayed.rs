@@ -434,7 +434,7 @@ fn regression_flush_all_reassign_and_staging_leave_no_stale_count_of_waiting_wri
         assert_eq!(run(&e, &[Request::set(b"j", b"v2")]), ["Stored"]);
         assert_eq!(e.pending_writes(), 1);
         // Whether or not a page can move, the waiting writes are applied first.
-        let _ = e.reassign(0, 1, NOW);
+        let _ = e.reassign(Some(0), 1, NOW);
         assert_eq!(e.pending_writes(), 0, "{b:?}: reassign");
         assert_eq!(run(&e, &[Request::get(b"j")]), ["VALUE v2"]);
 

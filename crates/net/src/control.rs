@@ -57,9 +57,11 @@ pub(crate) fn reassign(shared: &Shared, from: i64, to: i64, now: u32) -> Result<
         return Err(ReassignError::NoSpare.to_string());
     }
     let class = |c: i64| usize::try_from(c - 1).unwrap_or(usize::MAX);
+    // -1: memcached's "pick a source yourself".
+    let source = (from != -1).then(|| class(from));
     shared
         .engine
-        .reassign(class(from), class(to), now)
+        .reassign(source, class(to), now)
         .map_err(|e| e.to_string())
 }
 

@@ -486,8 +486,14 @@ impl Worker {
                 if self.exempt == Some(t) && !mid_request {
                     self.exempt = None;
                 }
+                // Only for a truly unfinished first request: by a stale `mid_request`, clients
+                // pipelining `mn` unread took it in turn (400 MB over; tests/buffer_limits.rs).
                 if over {
-                    if mid_request && (self.exempt.is_none_or(|e| e == t) || holder_stalled) {
+                    if mid_request
+                        && (self.exempt.is_none_or(|e| e == t) || holder_stalled)
+                        && (self.exempt == Some(t)
+                            || stage::starts_unfinished(c, &self.shared.config.limits))
+                    {
                         stalled_out = self.exempt.filter(|&e| e != t);
                         self.exempt = Some(t);
                     } else if c.buffer_bytes() < BUFFER_FLOOR {

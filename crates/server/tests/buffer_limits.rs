@@ -402,3 +402,49 @@ fn regression_clients_stopping_part_way_through_long_get_lines_stay_within_the_l
     assert_healthy(&h);
     assert_peak_within(&h, 64);
 }
+
+#[test]
+fn regression_clients_pipelining_tiny_requests_without_reading_stay_within_the_limit() {
+    // The slot past the limit went to any connection that looked part way through a
+    // request (its last pass ended in an unfinished one), also when complete requests had
+    // come since: 1,000 clients pipelining `mn` (4-byte replies) and never reading took it
+    // in turn, each then receiving a megabyte past the limit: 400 MB over a 64 MB
+    // --conn-buffer-mb on io_uring (a hostile probe). Now it goes only to a connection
+    // whose first request is unfinished.
+    let h = Hkv::start(&["-t", "1", "-m", "64", "--conn-buffer-mb", "4"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hogs: Vec<_> = (0..100)
+        .map(|_| {
+            let s = std::net::TcpStream::connect(h.addr).unwrap();
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut s = s;
+                s.set_write_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
+                let unit = b"mn\r\n".repeat(1000);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Err(e) = s.write_all(&unit) {
+                        if e.kind() != std::io::ErrorKind::WouldBlock
+                            && e.kind() != std::io::ErrorKind::TimedOut
+                        {
+                            break;
+                        }
+                    }
+                }
+                s
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let mut admin = h.connect();
+    let held = admin.stat_n("hkv", "conn_buffer_bytes");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // The limit, plus per connection the floor of input and of output (docs/reliability.md),
+    // plus one request let past the limit; before: ~100 MB.
+    let bound = (4 << 20) + 100 * (2 * (64 << 10)) + (2 << 20);
+    assert!(held < bound, "connection buffers hold {} MiB", held >> 20);
+    assert_healthy(&h);
+    for t in hogs {
+        drop(t.join().unwrap());
+    }
+}

@@ -157,6 +157,21 @@ fn a_large_value_finds_memory_held_by_small_items() {
     assert_ne!(c.stat("", "slabs_moved").unwrap(), "0");
     c.expect("slabs automove 0\r\n", "OK\r\n");
     assert_eq!(c.stat("settings", "slab_automove").unwrap(), "0");
+    regression_slabs_reassign_minus_one_picks_a_source(&mut c);
+}
+
+/// memcached's `slabs reassign -1 <to>` picks a class with a page to spare itself; hkv
+/// answered `BADCLASS` (a hostile probe's differential). The small items' class has pages
+/// to spare here, so a page moves to an empty class.
+fn regression_slabs_reassign_minus_one_picks_a_source(c: &mut common::Client) {
+    let moved = |c: &mut common::Client| c.stat("", "slabs_moved").unwrap();
+    let before = moved(c);
+    c.expect("slabs reassign -1 3\r\n", "OK\r\n");
+    assert_ne!(moved(c), before);
+    c.expect(
+        "slabs reassign -1 -1\r\n",
+        "SAME src and dst class are identical\r\n",
+    );
 }
 
 #[test]

@@ -376,6 +376,9 @@ fn reassign_moves_one_page_and_refuses_what_memcached_refuses() {
         s.reassign(999, small, NOW, |_, _, _| {}),
         Err(ReassignError::BadClass)
     );
+    // `slabs reassign -1 <to>`: memcached picks a class with a page to spare itself.
+    assert_eq!(s.spare_source(big), Some(small));
+    assert_eq!(s.spare_source(small), None, "no other class has two pages");
     s.set_automove(false);
     assert_eq!(s.reassign(small, big, NOW, |_, _, _| {}), Ok(()));
     let pages: Vec<usize> = s.class_reports().map(|c| c.pages).collect();

@@ -242,9 +242,10 @@ impl Engine {
         out
     }
 
-    /// `slabs reassign <from> <to>` (0-based classes): one page moves in every partition
-    /// that has one to spare; the first partition's refusal otherwise.
-    pub fn reassign(&self, from: usize, to: usize, now: u32) -> Result<(), ReassignError> {
+    /// `slabs reassign <from> <to>` (0-based classes; `from` None for memcached's `-1`, each
+    /// partition picking its own source): one page moves in every partition that has one to
+    /// spare; the first partition's refusal otherwise.
+    pub fn reassign(&self, from: Option<usize>, to: usize, now: u32) -> Result<(), ReassignError> {
         let mut first_err = None;
         let mut moved = false;
         for p in 0..self.partitions.len() {

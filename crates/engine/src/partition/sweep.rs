@@ -25,7 +25,18 @@ impl Partition {
 
     /// `slabs reassign`: moves one page of this partition's store from class `from` to `to`
     /// (0-based), dropping the index entries of the items it evicts.
-    pub fn reassign(&mut self, from: usize, to: usize, now: u32) -> Result<(), ReassignError> {
+    /// `from` None: memcached's `-1`, a source this partition picks (see
+    /// `SlabStore::spare_source`); with none to spare, memcached's BADCLASS.
+    pub fn reassign(
+        &mut self,
+        from: Option<usize>,
+        to: usize,
+        now: u32,
+    ) -> Result<(), ReassignError> {
+        let from = match from {
+            Some(c) => c,
+            None => self.store.spare_source(to).ok_or(ReassignError::BadClass)?,
+        };
         // Retired versions pin their pages until the index lets go of them.
         self.apply_pending();
         self.with_reclaim(now, |store, reclaim| store.reassign(from, to, now, reclaim))

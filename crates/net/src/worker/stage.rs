@@ -162,13 +162,18 @@ impl Worker {
 /// end (a line with no newline yet, a data block or binary body not all come): what a
 /// client that stopped part way leaves. Complete requests waiting to be planned are not.
 fn in_one_long_request(c: &crate::conn::Conn, limits: &hkv_proto::text::Limits) -> bool {
+    c.unparsed() >= super::BUFFER_FLOOR && starts_unfinished(c, limits)
+}
+
+/// The input's first request has not all come (its line has no newline yet, or its data
+/// block or binary body is short), checked by parsing: `Conn::mid_request` says so too of
+/// a connection whose complete requests arrived while it was not served.
+pub(super) fn starts_unfinished(c: &crate::conn::Conn, limits: &hkv_proto::text::Limits) -> bool {
     use hkv_proto::binary::BinParsed;
     use hkv_proto::text::Parsed;
     let input = &c.rbuf[c.rstart..c.rend];
-    if input.len() < super::BUFFER_FLOOR {
-        return false;
-    }
-    if c.binary == Some(true) {
+    let binary = c.binary.unwrap_or(input.first() == Some(&0x80));
+    if binary {
         matches!(
             hkv_proto::binary::parse_with(input, limits),
             BinParsed::Incomplete | BinParsed::Body { .. }

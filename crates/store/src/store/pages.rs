@@ -162,6 +162,15 @@ impl SlabStore {
         Ok(())
     }
 
+    /// The source memcached's `slabs reassign -1 <to>` picks for itself: a class other than
+    /// `to` with a page to spare (here the one with the most; memcached takes the next in
+    /// turn). None if no class has one.
+    pub fn spare_source(&self, to: usize) -> Option<usize> {
+        (0..self.classes.len())
+            .filter(|&c| c != to && self.classes[c].pages.len() >= 2)
+            .max_by_key(|&c| (self.classes[c].pages.len(), std::cmp::Reverse(c)))
+    }
+
     /// Turns inline page moves on or off (`slabs automove 0|1`).
     pub fn set_automove(&mut self, on: bool) {
         self.automove = on;

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""A hostile probe: N clients (one thread each, 4 KiB receive buffers) pipeline `mn\\r\\n`
+(4-byte replies) by the thousand and never read. Prints the server's RSS (and hkv's
+connection buffers) after 3, 6 and 10 s, the CPU it used from 3 s to 10 s, and its RSS after every client has gone.
+usage: hostile-unread-tiny-replies.py [hkv|memcached] [N=1000] [MB per client=5]
+(HKV_BIN picks the hkv binary, HKV_ARGS adds flags such as `--io epoll`; raise `ulimit -n`
+for N past ~1000.)"""
+import os, resource, socket, subprocess, sys, threading, time
+which = sys.argv[1] if len(sys.argv) > 1 else 'hkv'
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
+MB = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchserver import free_port
+resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
+PORT = free_port()
+flags = ['-p', str(PORT), '-l', '127.0.0.1', '-U', '0', '-m', '64', '-t', '2', '-c', '4096']
+if which == 'hkv':
+    cmd = [os.environ.get('HKV_BIN', 'target/release/hkv'), *flags, *os.environ.get('HKV_ARGS', '').split()]
+else:
+    cmd = ['/usr/bin/memcached', *flags, '-u', 'nobody']
+srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(0.5)
+def rss():
+    return int(open(f'/proc/{srv.pid}/status').read().split('VmRSS:')[1].split()[0]) // 1024
+def cpu():
+    f = open(f'/proc/{srv.pid}/stat').read().rsplit(')', 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+def buffers():
+    if which != 'hkv': return ''
+    s = socket.create_connection(('127.0.0.1', PORT), timeout=5); s.sendall(b'stats hkv\r\n'); r = b''
+    while not r.endswith(b'END\r\n'): r += s.recv(65536)
+    s.close()
+    return ' '.join(l[5:].decode() for l in r.split(b'\r\n') if l.startswith(b'STAT conn_buffer_'))
+unit = b'mn\r\n' * 1000
+def push(c):
+    sent = 0
+    try:
+        while sent < MB << 20:
+            c.sendall(unit); sent += len(unit)
+    except OSError:
+        pass
+try:
+    socks = []
+    for _ in range(N):
+        c = socket.create_connection(('127.0.0.1', PORT))
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        socks.append(c)
+        threading.Thread(target=push, args=(c,), daemon=True).start()
+    start = time.time()
+    for at in (3, 6, 10):
+        time.sleep(max(0, start + at - time.time()))
+        if at == 3: cpu3 = cpu()
+        print(f'{which} t={at}s RSS {rss()} MB {buffers()}', flush=True)
+    print(f'{which} CPU from 3 s to 10 s: {cpu() - cpu3:.2f} s')
+    for c in socks:
+        try: c.shutdown(socket.SHUT_RDWR)
+        except OSError: pass
+        c.close()
+    time.sleep(2)
+    print(f'{which} 2 s after the clients closed: RSS {rss()} MB')
+finally:
+    srv.kill()
