@@ -3,6 +3,7 @@
 Both listen on 127.0.0.1 only and are stopped by their PID. hkv is started on port 0 and
 reports the port it got; memcached cannot, so it gets a port the kernel just handed out.
 """
+import hashlib
 import os
 import shutil
 import re
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import urllib.request
 
 import pytest
 
@@ -64,6 +66,19 @@ def sdist_tests(where, project, version):
         t.extractall(where, members=members, filter="data")
     (root,) = where.glob(f"{project}-*/")
     return root
+
+
+def debian_orig_files(where, url, sha256, wanted):
+    """The files of a Debian orig tarball (from deb.debian.org's pool, checked by SHA-256)
+    whose names `wanted` accepts, unpacked under `where` (where client and server projects'
+    own test suites are found when PyPI has none)."""
+    tarball = where / url.rsplit("/", 1)[1]
+    with urllib.request.urlopen(url, timeout=120) as r:
+        tarball.write_bytes(r.read())
+    assert hashlib.sha256(tarball.read_bytes()).hexdigest() == sha256, url
+    with tarfile.open(tarball) as t:
+        members = [m for m in t.getmembers() if m.isfile() and wanted(m.name)]
+        t.extractall(where, members=members, filter="data")
 
 
 def run_sdist_tests(root, env):

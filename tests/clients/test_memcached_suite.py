@@ -8,17 +8,14 @@ Every test file must pass, except the ones listed in DEVIATIONS, each with its r
 test memcached's internals (its slab classes, segmented LRU, crawler, debug-build hooks), not
 what a client sees, and are not run. docs/protocol.md says what each deviation is."""
 import concurrent.futures
-import hashlib
 import os
 import shutil
 import stat
 import subprocess
-import tarfile
-import urllib.request
 
 import pytest
 
-from conftest import HKV
+from conftest import HKV, debian_orig_files
 
 VERSION = "1.6.18"
 ORIG = f"http://deb.debian.org/debian/pool/main/m/memcached/memcached_{VERSION}.orig.tar.xz"
@@ -67,13 +64,7 @@ DEVIATIONS = {
 def harness(tmp_path_factory):
     """memcached's t/ directory, with `memcached-debug` starting hkv."""
     root = tmp_path_factory.mktemp("memcached-suite")
-    tarball = root / "orig.tar.xz"
-    with urllib.request.urlopen(ORIG, timeout=120) as r:
-        tarball.write_bytes(r.read())
-    assert hashlib.sha256(tarball.read_bytes()).hexdigest() == SHA256
-    with tarfile.open(tarball) as t:
-        members = [m for m in t.getmembers() if m.name.startswith(f"memcached-{VERSION}/t/")]
-        t.extractall(root, members=members, filter="data")
+    debian_orig_files(root, ORIG, SHA256, lambda n: n.startswith(f"memcached-{VERSION}/t/"))
     shutil.move(str(root / f"memcached-{VERSION}" / "t"), str(root / "t"))
     for name, body in [
         ("memcached-debug", f'#!/bin/sh\nexec "{HKV}" --engine cpu "$@"\n'),

@@ -6,16 +6,13 @@ Its t/Memd.pm parses every server's `version` reply with Perl's `version` module
 refuses anything but digits and dots: hkv's `1.6.21-hkv0.1.0` made 14 of the 21 files die
 before their first test. The files about the release itself (its Changes file, POD, perltidy,
 the symbols of Debian's build) test no server and are not run."""
-import hashlib
 import os
 import shutil
 import subprocess
-import tarfile
-import urllib.request
 
 import pytest
 
-from conftest import start_hkv, start_memcached
+from conftest import debian_orig_files, start_hkv, start_memcached
 
 VERSION = "0.28"
 ORIG = ("http://deb.debian.org/debian/pool/main/libc/libcache-memcached-fast-perl/"
@@ -33,13 +30,7 @@ def suite(tmp_path_factory):
     if have.returncode != 0:
         pytest.skip("Debian's libcache-memcached-fast-perl and libtest2-suite-perl are needed")
     root = tmp_path_factory.mktemp("perl-memcached-fast")
-    tarball = root / "orig.tar.gz"
-    with urllib.request.urlopen(ORIG, timeout=120) as r:
-        tarball.write_bytes(r.read())
-    assert hashlib.sha256(tarball.read_bytes()).hexdigest() == SHA256
-    with tarfile.open(tarball) as t:
-        members = [m for m in t.getmembers() if "/t/" in m.name and m.isfile()]
-        t.extractall(root, members=members, filter="data")
+    debian_orig_files(root, ORIG, SHA256, lambda n: "/t/" in n)
     return root / f"Cache-Memcached-Fast-{VERSION}"
 
 
