@@ -19,7 +19,13 @@ impl Region {
     pub(crate) fn new(len: usize) -> std::io::Result<Region> {
         #[cfg(not(miri))]
         {
-            let map = memmap2::MmapMut::map_anon(len.max(1))?;
+            // MAP_NORESERVE: the kernel's heuristic overcommit refuses one mapping larger
+            // than RAM and swap, and memcached (which allocates page by page) starts with
+            // any -m; what is actually touched is what counts, as it does for memcached.
+            let map = memmap2::MmapOptions::new()
+                .len(len.max(1))
+                .no_reserve_swap()
+                .map_anon()?;
             #[cfg(target_os = "linux")]
             if let Err(e) = map.advise(memmap2::Advice::HugePage) {
                 // Not fatal: the kernel may have THP disabled; we only lose speed.

@@ -34,6 +34,8 @@ pub struct NetConfig {
     pub memory_limit: usize,
     pub growth_factor: f64,
     pub page_size: usize,
+    /// memcached's `-o hashpower` as given (0: not given), for `stats settings`.
+    pub hashpower_init: u8,
     /// memcached's `-o idle_timeout`: a connection that neither sends nor takes bytes for
     /// this long is closed. None: never.
     pub idle_timeout: Option<std::time::Duration>,
@@ -151,6 +153,7 @@ impl Default for NetConfig {
         NetConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 11211)),
             extra_listen: Vec::new(),
+            hashpower_init: 0,
             unix_socket: None,
             unix_mask: 0o700,
             udp_listen: None,

@@ -41,6 +41,9 @@ pub struct Settings {
     /// Seconds a connection may stay idle before it is closed (memcached's `-o
     /// idle_timeout`); 0 = never.
     pub idle_timeout: u32,
+    /// memcached's `-o hashpower=N`: the index starts with about 2^N slots (12..=32) and
+    /// grows from there; unset, it is sized from `memory_mb` (docs/operations.md).
+    pub hashpower: Option<u8>,
     /// Megabytes for all connection buffers together (outside `memory_mb`).
     pub conn_buffer_mb: usize,
     /// See `--merge-atomics`.
@@ -98,6 +101,7 @@ impl Default for Settings {
             opencl_device: None,
             batch_interval_us: "0..1000".into(),
             idle_timeout: 0,
+            hashpower: None,
             conn_buffer_mb: 64,
             merge_atomics: true,
             vector_placement: "auto".into(),
@@ -242,6 +246,18 @@ impl Settings {
                     s.idle_timeout = value
                         .parse()
                         .map_err(|_| anyhow::anyhow!("idle_timeout must be a number of seconds"))?
+                }
+                // memcached's bounds and words.
+                "hashpower" => {
+                    let n: i64 = value
+                        .parse()
+                        .map_err(|_| anyhow::anyhow!("Missing numeric argument for hashpower"))?;
+                    anyhow::ensure!(n >= 12, "Initial hashtable multiplier of {n} is too low");
+                    anyhow::ensure!(
+                        n <= 32,
+                        "Initial hashtable multiplier of {n} is too high\nChoose a value based on \"STAT hash_power_level\" from a running instance"
+                    );
+                    s.hashpower = Some(n as u8);
                 }
                 "ssl_chain_cert" => s.ssl_chain_cert = Some(value.into()),
                 "ssl_key" => s.ssl_key = Some(value.into()),
@@ -404,6 +420,14 @@ impl Settings {
     /// With `-I` past a page, a partition also gets room for two of the largest items
     /// (memcached's own rule: `-I` at most half of `-m`): an item lives in one partition, its
     /// chained parts in that partition's pages, and pages never move between partitions.
+    /// `-o hashpower=N` as each partition's first table: 2^N slots in all, 8 to a bucket,
+    /// shared out among the partitions (at least 2 buckets each). None: sized from `-m`.
+    pub fn index_buckets_per_partition(&self) -> Option<u32> {
+        let slots = 1u64 << self.hashpower?;
+        let per = (slots / 8 / self.partitions() as u64).max(2);
+        Some(per.next_power_of_two().min(1 << 27) as u32)
+    }
+
     pub fn partitions(&self) -> usize {
         // Counted in memcached's 1 MiB pages whatever page size the partitions then get.
         let page = 1 << 20;

@@ -4,7 +4,6 @@ mod cli;
 mod config;
 mod values;
 
-use clap::Parser;
 use hkv_engine::{Engine, EngineConfig};
 use hkv_net::{NetConfig, Server};
 use hkv_proto::text::Limits;
@@ -25,8 +24,20 @@ fn log_filter(verbose: u8) -> tracing_subscriber::EnvFilter {
     })
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+/// A refused setting or a failed start is the operator's to read: the message and its causes,
+/// never a backtrace (anyhow prints one under RUST_BACKTRACE=1, which says nothing here).
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hkv: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
+    let cli = Cli::from_env();
     let settings = Settings::from_cli(&cli)?;
     if cli.print_config {
         print!("{}", toml::to_string(&settings)?);
@@ -136,6 +147,7 @@ fn main() -> anyhow::Result<()> {
         evictions: !cli.disable_evictions,
         cas: !cli.disable_cas,
         memory_file,
+        buckets_per_partition: settings.index_buckets_per_partition(),
         ..EngineConfig::default()
     })?;
     tracing::info!(backends = ?engine.backends(), partitions = engine.partitions(), "engine ready");
@@ -163,6 +175,7 @@ fn main() -> anyhow::Result<()> {
             memory_limit: memory,
             growth_factor: settings.growth_factor,
             page_size,
+            hashpower_init: settings.hashpower.unwrap_or(0),
             idle_timeout: (settings.idle_timeout > 0)
                 .then(|| std::time::Duration::from_secs(settings.idle_timeout.into())),
             conn_buffer_limit: settings.conn_buffer_mb << 20,

@@ -159,9 +159,9 @@ pub(crate) static GENERAL: &[Def] = defs![
     "ssl_proto_errors", Counter, "fatal TLS errors after the handshake (-Z)", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(load(&t.proto_errors)));
     "time_since_server_cert_refresh", Gauge, "seconds since the certificate was loaded (-Z)", |s| s.shared.config.tls.as_ref().map_or(Val::Absent, |t| Val::U(t.since_refresh()));
     "threads", Setting, "-t", |s| Val::U(s.shared.config.threads as u64);
-    "hash_power_level", Gauge, "log2 of the index slots", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));
+    "hash_power_level", Gauge, "log2 of the index slots (8 bytes each)", |s| Val::U(u64::from((s.shared.engine.index_bytes() / 8).max(1).ilog2()));
     "hash_bytes", Gauge, "bytes of the index", |s| Val::U(s.shared.engine.index_bytes() as u64);
-    "hash_is_expanding", Gauge, "the index is sized at start and never grows", |_| Val::U(0);
+    "hash_is_expanding", Gauge, "always 0: a partition's table doubles in one step, between batches (index_grows)", |_| Val::U(0);
     "slab_reassign_busy_items", Counter, "items a page move found in use (moves wait for none)", |_| Val::U(0);
     "slab_reassign_running", Gauge, "a page move in progress (they run inline)", |_| Val::U(0);
     "slabs_moved", Counter, "pages moved between slab classes", |s| Val::U(s.st.pages_moved);
@@ -214,7 +214,7 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "accept_mode", Setting, "--accept: workers (each worker accepts on its own SO_REUSEPORT socket) or acceptor (one thread hands connections over)", |s| Val::Str(if s.shared.accept_workers { "workers" } else { "acceptor" });
     "tcp_backlog", Setting, "-b: listen backlog", |s| Val::U(u64::try_from(s.shared.config.backlog).unwrap_or(0));
     "maxconns_fast", Setting, "connections over -c are refused at once", |_| Val::Str("yes");
-    "hashpower_init", Setting, "log2 of the index slots, fixed at start", |s| Val::U(u64::from(s.shared.engine.index_bytes().max(1).ilog2()));
+    "hashpower_init", Setting, "-o hashpower as given (0: sized from -m), as memcached reports it", |s| Val::U(u64::from(s.shared.config.hashpower_init));
     "slab_reassign", Setting, "pages move between classes", |_| Val::Str("yes");
     "lru_crawler", Setting, "the expiry sweep runs (lru_crawler enable|disable)", |s| Val::Str(if s.shared.engine.crawler().enabled { "yes" } else { "no" });
     "lru_crawler_sleep", Setting, "lru_crawler sleep (recorded; crawls do not pause)", |s| Val::U(u64::from(s.shared.engine.crawler().sleep_us));

@@ -1,0 +1,124 @@
+//! What an operator and a test harness see when hkv starts: how it names itself, how it
+//! refuses a setting, what a memory limit past the machine's memory and `-o hashpower` do.
+
+mod common;
+
+use std::process::Command;
+
+use common::Hkv;
+
+fn hkv(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run hkv")
+}
+
+/// Dalli's test harness runs `memcached -h` and starts the server only if the first line is
+/// `memcached X.Y.Z`; hkv's said `hkv: a memcached-compatible ...`, so Dalli's whole suite
+/// refused to run. `-V` answers as `version` does, with hkv's own release beside it.
+#[test]
+fn regression_help_and_version_name_the_memcached_release_as_harnesses_look_for_it() {
+    let help = hkv(&["-h"], &[]);
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    let first = help.lines().next().unwrap_or_default();
+    let release = first
+        .strip_prefix("memcached ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("first line of -h: {first:?}"));
+    assert_eq!(release, "1.6.21", "{first:?}");
+    let version = hkv(&["-V"], &[]);
+    assert!(version.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout),
+        format!("memcached 1.6.21 (hkv {})\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// A refused setting is one line in memcached's words, never anyhow's backtrace (which
+/// RUST_BACKTRACE=1 in the operator's environment used to add).
+#[test]
+fn regression_start_errors_are_one_line_without_a_backtrace() {
+    let env = [("RUST_BACKTRACE", "1")];
+    for (args, words) in [
+        (
+            &["-m", "1"][..],
+            "hkv: Cannot set item size limit higher than 1/2 of memory max.\n",
+        ),
+        (
+            &["-o", "hashpower=11"][..],
+            "hkv: Initial hashtable multiplier of 11 is too low\n",
+        ),
+        (
+            &["-o", "hashpower=x"][..],
+            "hkv: Missing numeric argument for hashpower\n",
+        ),
+    ] {
+        let out = hkv(args, &env);
+        assert!(!out.status.success(), "{args:?} started");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), words, "{args:?}");
+    }
+}
+
+fn meminfo_kib(field: &str) -> u64 {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// memcached takes memory page by page and starts with any `-m`; hkv reserved its budget in
+/// one mapping, which the kernel's heuristic overcommit refuses past RAM and swap: an
+/// operator's `-m` sized for a larger machine failed with "Cannot allocate memory".
+#[test]
+fn regression_a_memory_limit_past_ram_and_swap_starts_as_memcached_does() {
+    let kib = meminfo_kib("MemTotal:") + meminfo_kib("SwapTotal:");
+    let mb = (kib / 1024 * 3 / 2).to_string();
+    let h = Hkv::start(&["-m", &mb, "-o", "hashpower=16"]);
+    let mut c = h.connect();
+    c.expect("set k 0 0 2\r\nok\r\n", "STORED\r\n");
+    c.expect("get k\r\n", "VALUE k 0 2\r\nok\r\nEND\r\n");
+    assert_eq!(
+        c.stat_n("settings", "maxbytes"),
+        mb.parse::<u64>().unwrap() << 20
+    );
+    // Only what is touched is resident: the small first index, not the budget.
+    assert!(h.rss() < 256 << 20, "RSS {} with -m {mb}", h.rss());
+}
+
+/// `-o hashpower=N` starts the index at 2^N slots, reported as memcached reports it; the
+/// table then grows with the items, and none is lost to it.
+#[test]
+fn hashpower_sets_the_first_index_and_it_grows_with_the_items() {
+    let h = Hkv::start(&["-m", "64", "-t", "1", "-o", "hashpower=12"]);
+    let mut c = h.connect();
+    assert_eq!(c.stat_n("settings", "hashpower_init"), 12);
+    assert_eq!(c.stat_n("", "hash_power_level"), 12);
+    assert_eq!(c.stat_n("", "hash_bytes"), 8 << 12);
+    c.store_many("hp", 20_000);
+    assert!(c.stat_n("", "hash_power_level") >= 15);
+    assert!(c.stat_n("hkv", "index_grows") >= 3);
+    assert_eq!(c.stat_n("", "curr_items"), 20_000);
+    assert_eq!(c.stat_n("", "evictions"), 0);
+    c.expect(
+        "get hp0000000 hp0019999\r\n",
+        "VALUE hp0000000 0 1\r\nv\r\nVALUE hp0019999 0 1\r\nv\r\nEND\r\n",
+    );
+}
+
+/// Without `-o hashpower`, memcached reports 0 and the index is sized from `-m`.
+#[test]
+fn without_hashpower_the_index_is_sized_from_the_memory_limit() {
+    let h = Hkv::start(&["-m", "64", "-t", "1"]);
+    let mut c = h.connect();
+    assert_eq!(c.stat_n("settings", "hashpower_init"), 0);
+    let bytes = c.stat_n("", "hash_bytes");
+    assert_eq!(
+        c.stat_n("", "hash_power_level"),
+        u64::from((bytes / 8).ilog2())
+    );
+    assert!(bytes > 8 << 16, "{bytes}");
+}
