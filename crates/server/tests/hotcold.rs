@@ -129,3 +129,31 @@ fn hot_cache_mb_0_turns_the_split_off() {
         "default -m / 32: {s}"
     );
 }
+
+/// A `gat`/`gats` line on a hot key reached the hot path, which refused it (it writes) and
+/// took it back without its open reads: the worker panicked on every such line, and two of
+/// them left a `-t 2` server refusing everyone (a hostile probe's finding; the planner's unit
+/// test is in net/src/plan/tests.rs).
+#[test]
+fn regression_gat_lines_on_hot_keys_are_answered_and_no_worker_is_lost() {
+    let h = start();
+    let mut c = h.connect();
+    c.expect("set hot 0 0 1\r\nh\r\n", "STORED\r\n");
+    make_hot(&h, "hot");
+    for _ in 0..8 {
+        let mut g = h.connect();
+        g.expect(
+            "gat 0 hot hot\r\n",
+            "VALUE hot 0 1\r\nh\r\nVALUE hot 0 1\r\nh\r\nEND\r\n",
+        );
+        g.send(b"gats 0 hot\r\n");
+        let gats = g.read_until(b"END\r\n");
+        assert!(
+            gats.starts_with("VALUE hot 0 1 ") && gats.ends_with("\r\nh\r\nEND\r\n"),
+            "{gats:?}"
+        );
+    }
+    let mut admin = h.connect();
+    assert_eq!(admin.stat_n("hkv", "worker_panics"), 0);
+    c.expect("get hot\r\n", "VALUE hot 0 1\r\nh\r\nEND\r\n");
+}

@@ -13,6 +13,8 @@
 //!   write that would overdraw it waits for the next pass.
 
 mod authfile;
+#[cfg(test)]
+mod tests;
 mod text;
 
 use bumpalo::Bump;
@@ -135,17 +137,24 @@ struct Undo {
     marks: usize,
     pos: usize,
     swallow: usize,
+    /// The client's open reads then: a `gat` key planned and taken back had moved them
+    /// past the batch's end (the hot path's refusal of a `gat` line killed the worker).
+    open_from: usize,
+    open_reads: usize,
 }
 
 impl Undo {
     fn undo(
         self,
+        client: &mut Client,
         batch: &mut Vec<Request<'_>>,
         steps: &mut Vec<Step>,
         marks: &mut Vec<ReadMark>,
         end: &mut InputEnd,
     ) {
         batch.truncate(self.batch);
+        client.open_from = self.open_from;
+        client.open_reads = self.open_reads;
         steps.truncate(self.steps);
         marks.truncate(self.marks);
         end.pos = self.pos;
@@ -250,7 +259,7 @@ pub(crate) fn pp_plan_input<'a>(
             );
             if let (Some(undo), Some(accept)) = (line_start.take(), only) {
                 if !done || !batch[undo.batch..].iter().all(accept) {
-                    undo.undo(batch, steps, marks, &mut end);
+                    undo.undo(&mut client, batch, steps, marks, &mut end);
                     break;
                 }
             }
@@ -286,6 +295,8 @@ pub(crate) fn pp_plan_input<'a>(
             marks: m0,
             pos: p0,
             swallow: w0,
+            open_from: client.open_from,
+            open_reads: client.open_reads,
         };
         let first = client.planned_nothing(b0, s0);
         // memcached decides the protocol from a connection's first byte.
@@ -329,7 +340,7 @@ pub(crate) fn pp_plan_input<'a>(
                 line_start = Some(undo);
             } else if new.is_empty() || !whole || !new.iter().all(accept) {
                 // Not for this run: left for the ordinary pass, parsed again there.
-                undo.undo(batch, steps, marks, &mut end);
+                undo.undo(&mut client, batch, steps, marks, &mut end);
                 break;
             }
         }
@@ -344,7 +355,7 @@ pub(crate) fn pp_plan_input<'a>(
             let values = new.iter().filter(|r| returns_value(r)).count();
             if !client.charge(pass, client.open_reads + values, first) {
                 // Not this pass: the command is parsed again next time.
-                undo.undo(batch, steps, marks, &mut end);
+                undo.undo(&mut client, batch, steps, marks, &mut end);
                 break;
             }
             for r in new {

@@ -1,0 +1,77 @@
+//! PP on one input, as the worker calls it: here the hot path's prefix of reads (`only`).
+
+use bumpalo::Bump;
+use hkv_engine::{Op, Request};
+use hkv_proto::text::Limits;
+
+use super::{pp_plan_input, PassBudget};
+use crate::sasl::Gate;
+
+fn budget() -> PassBudget {
+    PassBudget {
+        nd_left: 16 << 20,
+        per_client: 16 << 20,
+        value_bound: 1 << 20,
+        written: 0,
+        max_item: 1 << 20,
+        reqs_per_conn: 1024,
+        keys_per_conn: 4096,
+    }
+}
+
+/// Plans `input` as the hot path does (plain GETs only), then as the ordinary pass does:
+/// how many engine requests each took, and where each left the input.
+fn hot_then_ordinary(input: &[u8]) -> [(usize, usize); 2] {
+    let keys = Bump::new();
+    let limits = Limits::default();
+    let only_gets = |r: &Request<'_>| matches!(r.op, Op::Get | Op::Gets);
+    let mut out = [(0, 0); 2];
+    for (run, only) in [Some(&only_gets as &dyn Fn(&Request<'_>) -> bool), None]
+        .into_iter()
+        .enumerate()
+    {
+        let mut gate = Gate {
+            users: None,
+            authfile: None,
+            authed: true,
+            cmds: 0,
+            errors: 0,
+        };
+        let (mut batch, mut steps, mut marks) = (Vec::new(), Vec::new(), Vec::new());
+        let end = pp_plan_input(
+            input,
+            &keys,
+            0,
+            0,
+            None,
+            None,
+            0,
+            &limits,
+            &mut gate,
+            0,
+            &mut budget(),
+            &mut batch,
+            &mut steps,
+            &mut marks,
+            only,
+            None,
+        );
+        out[run] = (batch.len(), end.pos);
+    }
+    out
+}
+
+/// A `gat` key planned on the hot path moved the client's open reads past the batch; the
+/// line was then refused (gat is not a plain read) and taken back, but the open reads were
+/// not, and slicing the batch from there panicked: every worker that read such a line while
+/// some keys were hot was lost (a hostile probe's finding).
+#[test]
+fn regression_a_gat_line_refused_by_the_hot_path_does_not_panic() {
+    assert_eq!(hot_then_ordinary(b"gat 0 hot0 hot1\r\n"), [(0, 0), (2, 17)]);
+    assert_eq!(hot_then_ordinary(b"gats 10 a\r\n"), [(0, 0), (1, 11)]);
+    // Plain reads before it are kept for the hot path; the gat waits for the ordinary pass.
+    assert_eq!(
+        hot_then_ordinary(b"get a b\r\ngat 0 c\r\n"),
+        [(2, 9), (3, 18)]
+    );
+}
