@@ -375,9 +375,19 @@ fn ensure_file_limit(conns: usize, threads: usize, per_thread: usize) -> Result<
 /// Runs a worker; a panic in it (a bug reached by some input) closes that worker's
 /// connections and uncounts them (its `Drop`), and the others keep serving. A panic inside the
 /// engine poisons a partition, and the next batch to touch it stops the process instead.
+/// When the last worker is gone nothing serves (its listening sockets went with it), so
+/// the process stops too, for its supervisor to restart it.
 fn run_isolated(id: usize, w: worker::Worker, shared: &Shared) {
     if std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || w.run())).is_err() {
-        shared.stats.worker_panics.fetch_add(1, Ordering::Relaxed);
+        let lost = shared.stats.worker_panics.fetch_add(1, Ordering::Relaxed) + 1;
+        if lost >= shared.config.threads.max(1) as u64 {
+            tracing::error!(
+                worker = id,
+                "the last worker panicked; exiting so the supervisor restarts hkv"
+            );
+            eprintln!("hkv: every worker was lost to a panic; exiting");
+            std::process::exit(70);
+        }
         tracing::error!(
             worker = id,
             "worker panicked; its connections were closed, the others keep serving"

@@ -255,6 +255,27 @@ fn regression_a_panicking_worker_is_isolated() {
     assert_eq!(per, ["-", "1"]);
 }
 
+/// With every worker lost to panics nothing served (their listening sockets went with them)
+/// while the process lived on, so no supervisor restarted it (a hostile probe's finding).
+#[test]
+fn regression_the_process_stops_when_its_last_worker_is_lost() {
+    let mut h = Hkv::start_with_env(&["-t", "1"], &[("HKV_FAULT_PANIC_KEY", "boom")]);
+    let mut c = h.connect();
+    c.send(b"get boom\r\n");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Ok(Some(status)) = h.child.try_wait() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "hkv serves nobody and still runs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(70));
+}
+
 #[test]
 fn regression_idle_connections_are_closed_with_idle_timeout() {
     // Without an idle timeout, -c idle connections (or slowloris lines) locked everyone out.
