@@ -358,11 +358,15 @@ impl Partition {
             pinned,
             value_budget,
             group_budget,
+            pin_from,
+            pin_past_budget,
             group_bytes,
         } = out;
         self.budget = ValueBudget {
             total: *value_budget,
             group: *group_budget,
+            pin_from: *pin_from,
+            pin_past_budget: *pin_past_budget,
         };
         self.pin_sink.open(pinned);
         self.run(

@@ -38,6 +38,8 @@ pub(crate) fn run_batch(
         pinned,
         value_budget,
         group_budget,
+        pin_from,
+        pin_past_budget,
         group_bytes,
     } = out;
     for p in 0..n {
@@ -49,6 +51,8 @@ pub(crate) fn run_batch(
             part.budget = ValueBudget {
                 total: *value_budget,
                 group: *group_budget,
+                pin_from: *pin_from,
+                pin_past_budget: *pin_past_budget,
             };
             part.pin_sink.open(pinned);
             part.run(

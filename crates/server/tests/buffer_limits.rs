@@ -448,3 +448,50 @@ fn regression_clients_pipelining_tiny_requests_without_reading_stay_within_the_l
         drop(t.join().unwrap());
     }
 }
+
+#[test]
+fn regression_copied_large_values_nobody_reads_stay_within_the_limit() {
+    // With --zero-copy-min 0 every value was copied into its connection's output, and the
+    // first value of each client is answered whole whatever the limits: 1,000 clients each
+    // asking twice for 80 values of 500 KB and reading nothing held 1.3 GB against a 64 MiB
+    // limit (a hostile probe). Over the limit, or once a pass's copies reach its budget,
+    // such values now go from item memory (pinned, inside -m) as they do by default.
+    let h = Hkv::start(&[
+        "-t",
+        "1",
+        "-m",
+        "64",
+        "--conn-buffer-mb",
+        "4",
+        "--zero-copy-min",
+        "0",
+    ]);
+    let mut admin = h.connect();
+    let mut line = b"get".to_vec();
+    for i in 0..20 {
+        set_big(&mut admin, &format!("copied{i}"), 300_000, b'c');
+        line.extend_from_slice(format!(" copied{i}").as_bytes());
+    }
+    line.extend_from_slice(b"\r\n");
+    let line = line.repeat(2);
+    let before = h.rss();
+    let mut hogs: Vec<std::net::TcpStream> = Vec::new();
+    for _ in 0..150 {
+        let mut s = std::net::TcpStream::connect(h.addr).unwrap();
+        s.write_all(&line).unwrap();
+        hogs.push(s);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let grown = h.peak_rss().saturating_sub(before);
+    // The limit, one pass's copies (16 MiB) and per connection its floor of input and output
+    // (docs/reliability.md), with room for the allocator; before: ~1.3 MB per connection
+    // (about 200 MiB here).
+    assert!(
+        grown < (4 << 20) + (16 << 20) + 150 * (3 * (64 << 10)) + (16 << 20),
+        "grew by {} MiB",
+        grown >> 20
+    );
+    assert!(admin.stat_n("hkv", "zero_copy_values") > 0);
+    assert_healthy(&h);
+    drop(hogs);
+}

@@ -347,6 +347,14 @@ pub struct Responses {
     /// The same budget per client (`Request::group`): a client's deferrable reads stop once
     /// it has this many value bytes in the batch (its first value is always read).
     pub group_budget: usize,
+    /// Values at least this long are answered from item memory (pinned), whatever the
+    /// engine's own zero-copy threshold: the network sets it while its connection buffers
+    /// are over their limit, so unread replies of copied values cannot hold `-c` x `-I`.
+    pub pin_from: usize,
+    /// The same, once the batch's copied values have reached `value_budget`: the first
+    /// value of every client is answered whole, and copied, a batch of many clients' first
+    /// values was unbounded.
+    pub pin_past_budget: usize,
     /// Value bytes each group has been given in this batch; grown as needed, reset by
     /// [`Responses::clear`].
     pub group_bytes: Vec<usize>,
@@ -361,6 +369,8 @@ impl Default for Responses {
             pinned: Vec::new(),
             value_budget: usize::MAX,
             group_budget: usize::MAX,
+            pin_from: usize::MAX,
+            pin_past_budget: usize::MAX,
             group_bytes: Vec::new(),
         }
     }

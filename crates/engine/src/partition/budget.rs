@@ -5,6 +5,10 @@
 pub(crate) struct ValueBudget {
     pub total: usize,
     pub group: usize,
+    /// `Responses::pin_from`.
+    pub pin_from: usize,
+    /// `Responses::pin_past_budget`.
+    pub pin_past_budget: usize,
 }
 
 impl Default for ValueBudget {
@@ -12,6 +16,8 @@ impl Default for ValueBudget {
         ValueBudget {
             total: usize::MAX,
             group: usize::MAX,
+            pin_from: usize::MAX,
+            pin_past_budget: usize::MAX,
         }
     }
 }

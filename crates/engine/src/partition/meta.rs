@@ -36,7 +36,7 @@ impl Partition {
     ) -> Response {
         let bump = !req.meta.no_bump;
         let pinned = match copied {
-            None if self.zero_copy_min != usize::MAX => self.rd_pin(loc),
+            None if self.pin_min(data.len()) != usize::MAX => self.rd_pin(loc, data.len()),
             _ => None,
         };
         let offset = pinned.unwrap_or(data.len());
@@ -73,7 +73,7 @@ impl Partition {
         now: u32,
         data: &mut Vec<u8>,
     ) -> Option<Response> {
-        if header.value_len as usize >= self.zero_copy_min {
+        if header.value_len as usize >= self.pin_min(data.len()) {
             return None;
         }
         let offset = data.len();

@@ -57,11 +57,22 @@ impl Partition {
         self.store.drain_unpins();
     }
 
+    /// The shortest value answered as a pin now that the batch has copied `copied` bytes of
+    /// values (`usize::MAX`: none).
+    pub(super) fn pin_min(&self, copied: usize) -> usize {
+        let min = self.zero_copy_min.min(self.budget.pin_from);
+        if copied >= self.budget.total {
+            min.min(self.budget.pin_past_budget)
+        } else {
+            min
+        }
+    }
+
     /// RD of the live item at `loc` as a pin, if its value is large and flat: the
     /// `Response::Value` offset that names the pin. The hit itself is recorded by the caller.
-    pub(super) fn rd_pin(&mut self, loc: Location) -> Option<usize> {
+    pub(super) fn rd_pin(&mut self, loc: Location, copied: usize) -> Option<usize> {
         let len = self.store.get(loc)?.value_len();
-        if len < self.zero_copy_min {
+        if len < self.pin_min(copied) {
             return None;
         }
         let pin = self.store.pin_value(loc)?;

@@ -82,8 +82,7 @@ impl Worker {
     /// GETs without reading held 2 GB (regression test in tests/buffer_limits.rs).
     pub(super) fn output_allowance(&self) -> (usize, usize) {
         let high_water = self.shared.config.output_high_water;
-        let held = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);
-        if held > self.shared.config.conn_buffer_limit {
+        if self.over_buffer_limit() {
             (
                 high_water.min(super::BUFFER_FLOOR / 4),
                 high_water.min(super::BUFFER_FLOOR / 2),
@@ -91,6 +90,12 @@ impl Worker {
         } else {
             (high_water, high_water)
         }
+    }
+
+    /// Whether all connections' buffers together are over `--conn-buffer-mb`.
+    fn over_buffer_limit(&self) -> bool {
+        let held = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);
+        held > self.shared.config.conn_buffer_limit
     }
 
     /// PP for every connection with input, one engine batch, then WR.
@@ -122,6 +127,20 @@ impl Worker {
         self.responses.clear();
         self.responses.value_budget = PASS_VALUE_BUDGET.max(high_water);
         self.responses.group_budget = group_budget;
+        // Over the limit, values past a quarter of the floor go from item memory (pinned,
+        // inside -m) even with --zero-copy-min 0: every client's first read is answered
+        // whole, and with copies 1,000 clients each asking for 500 KB values and reading
+        // nothing held 1.3 GB against a 64 MiB limit (a hostile probe; regression test in
+        // crates/server/tests/buffer_limits.rs).
+        // Within the limit too once the pass's copies reach its value budget: the first
+        // value of each client is answered whole, and 300 such clients' first values were
+        // copied in one pass (HWM 381 MB) before the limit was seen.
+        self.responses.pin_from = if self.over_buffer_limit() {
+            super::BUFFER_FLOOR / 4
+        } else {
+            usize::MAX
+        };
+        self.responses.pin_past_budget = super::BUFFER_FLOOR / 4;
         self.keys.reset();
         let keys = &self.keys;
         let sasl = self.shared.config.sasl.as_deref();
