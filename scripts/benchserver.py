@@ -24,3 +24,17 @@ def start_listening(cmd, port, name, tries=200, pause=0.02):
             time.sleep(pause)
     proc.kill()
     raise SystemExit(f"{name} did not start")
+
+
+def start_peer(which, conns):
+    """The hostile probes' server on a free port: hkv (HKV_BIN, with HKV_ARGS added) or
+    memcached, with `-m 64 -t 2 -c CONNS`. Returns (process, port)."""
+    import os
+    port = free_port()
+    flags = ['-p', str(port), '-l', '127.0.0.1', '-U', '0', '-m', '64', '-t', '2', '-c', str(conns)]
+    if which == 'hkv':
+        cmd = [os.environ.get('HKV_BIN', 'target/release/hkv'), *flags,
+               *os.environ.get('HKV_ARGS', '').split()]
+    else:
+        cmd = ['/usr/bin/memcached', *flags, '-u', 'nobody']
+    return start_listening(cmd, port, which), port

@@ -5,22 +5,15 @@ buffers, then whether an ordinary client is still served.
 usage: hostile-unread-large-values.py [hkv|memcached] [N=1000] [get|mg]
 (K and V from the environment, default 80 and 500000; HKV_BIN picks the hkv binary,
 HKV_ARGS adds flags such as `--zero-copy-min 0`.)"""
-import os, resource, socket, subprocess, sys, time
+import os, resource, socket, sys, time
 which = sys.argv[1] if len(sys.argv) > 1 else 'hkv'
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 MODE = sys.argv[3] if len(sys.argv) > 3 else 'get'
 K, V = int(os.environ.get('K', '80')), int(os.environ.get('V', '500000'))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchserver import free_port
+from benchserver import start_peer
 resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
-PORT = free_port()
-flags = ['-p', str(PORT), '-l', '127.0.0.1', '-U', '0', '-m', '64', '-t', '2', '-c', str(N + 24)]
-if which == 'hkv':
-    cmd = [os.environ.get('HKV_BIN', 'target/release/hkv'), *flags, *os.environ.get('HKV_ARGS', '').split()]
-else:
-    cmd = ['/usr/bin/memcached', *flags, '-u', 'nobody']
-srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-time.sleep(0.5)
+srv, PORT = start_peer(which, N + 24)
 def status(field):
     return int(open(f'/proc/{srv.pid}/status').read().split(field + ':')[1].split()[0]) // 1024
 def call(req, end):

@@ -5,21 +5,14 @@ connection buffers) after 3, 6 and 10 s, the CPU it used from 3 s to 10 s, and i
 usage: hostile-unread-tiny-replies.py [hkv|memcached] [N=1000] [MB per client=5]
 (HKV_BIN picks the hkv binary, HKV_ARGS adds flags such as `--io epoll`; raise `ulimit -n`
 for N past ~1000.)"""
-import os, resource, socket, subprocess, sys, threading, time
+import os, resource, socket, sys, threading, time
 which = sys.argv[1] if len(sys.argv) > 1 else 'hkv'
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 MB = int(sys.argv[3]) if len(sys.argv) > 3 else 5
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchserver import free_port
+from benchserver import start_peer
 resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
-PORT = free_port()
-flags = ['-p', str(PORT), '-l', '127.0.0.1', '-U', '0', '-m', '64', '-t', '2', '-c', '4096']
-if which == 'hkv':
-    cmd = [os.environ.get('HKV_BIN', 'target/release/hkv'), *flags, *os.environ.get('HKV_ARGS', '').split()]
-else:
-    cmd = ['/usr/bin/memcached', *flags, '-u', 'nobody']
-srv = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-time.sleep(0.5)
+srv, PORT = start_peer(which, 4096)
 def rss():
     return int(open(f'/proc/{srv.pid}/status').read().split('VmRSS:')[1].split()[0]) // 1024
 def cpu():
