@@ -351,23 +351,16 @@ impl Partition {
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
         out.after.resize(base + reqs.len(), After::default());
+        let budget = ValueBudget::of(out);
         let Responses {
             results,
             after,
             data,
             pinned,
-            value_budget,
-            group_budget,
-            pin_from,
-            pin_past_budget,
             group_bytes,
+            ..
         } = out;
-        self.budget = ValueBudget {
-            total: *value_budget,
-            group: *group_budget,
-            pin_from: *pin_from,
-            pin_past_budget: *pin_past_budget,
-        };
+        self.budget = budget;
         self.pin_sink.open(pinned);
         self.run(
             reqs,

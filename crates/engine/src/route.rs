@@ -31,16 +31,14 @@ pub(crate) fn run_batch(
     let base = out.results.len();
     out.results.resize(base + reqs.len(), Response::Miss);
     out.after.resize(base + reqs.len(), After::default());
+    let budget = ValueBudget::of(out);
     let Responses {
         results,
         after,
         data,
         pinned,
-        value_budget,
-        group_budget,
-        pin_from,
-        pin_past_budget,
         group_bytes,
+        ..
     } = out;
     for p in 0..n {
         if !owners.contains(&p) {
@@ -48,12 +46,7 @@ pub(crate) fn run_batch(
         }
         with(p, &mut |part| {
             let mine = (0..reqs.len() as u32).filter(|&i| owners[i as usize] == p);
-            part.budget = ValueBudget {
-                total: *value_budget,
-                group: *group_budget,
-                pin_from: *pin_from,
-                pin_past_budget: *pin_past_budget,
-            };
+            part.budget = budget;
             part.pin_sink.open(pinned);
             part.run(
                 reqs,

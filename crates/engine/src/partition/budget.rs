@@ -23,6 +23,16 @@ impl Default for ValueBudget {
 }
 
 impl ValueBudget {
+    /// The limits the network set on this batch's responses.
+    pub(crate) fn of(out: &hkv_types::Responses) -> Self {
+        ValueBudget {
+            total: out.value_budget,
+            group: out.group_budget,
+            pin_from: out.pin_from,
+            pin_past_budget: out.pin_past_budget,
+        }
+    }
+
     /// Whether a value of `len` bytes must wait: it would pass a budget that already holds
     /// something (the first value of the batch and of each client always goes, so every
     /// batch and client makes progress).
