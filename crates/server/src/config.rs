@@ -13,6 +13,10 @@ pub struct Settings {
     pub listen: IpAddr,
     /// More interfaces, on the same port.
     pub listen_more: Vec<IpAddr>,
+    /// `-l ADDR:PORT`: each listen address's own TCP port (`listen` first, then
+    /// `listen_more`), where one was given instead of `port`.
+    #[serde(skip)]
+    pub listen_ports: Vec<Option<u16>>,
     pub port: u16,
     /// 0: no UDP.
     pub udp_port: u16,
@@ -83,6 +87,7 @@ impl Default for Settings {
         Settings {
             listen: IpAddr::from([127, 0, 0, 1]),
             listen_more: Vec::new(),
+            listen_ports: Vec::new(),
             port: 11211,
             udp_port: 0,
             udp_any_port: false,
@@ -143,14 +148,23 @@ impl Settings {
             s.udp_port = port(v, "-U")?;
             s.udp_any_port = v == -1;
         }
-        if let Some((first, more)) = cli.listen.split_first() {
-            s.listen = first.ip;
-            s.listen_more = more.iter().map(|l| l.ip).collect();
+        let mut listen = Vec::new();
+        for l in &cli.listen {
+            for &ip in &l.ips {
+                if !listen.contains(&(ip, l.port)) {
+                    listen.push((ip, l.port));
+                }
+            }
+        }
+        if let Some((&(first, _), more)) = listen.split_first() {
+            s.listen = first;
+            s.listen_more = more.iter().map(|&(ip, _)| ip).collect();
+            s.listen_ports = listen.iter().map(|&(_, port)| port).collect();
             s.notls = cli
                 .listen
                 .iter()
                 .filter(|l| l.notls)
-                .map(|l| l.ip)
+                .flat_map(|l| l.ips.iter().copied())
                 .collect();
         }
         s.tls |= cli.enable_ssl;
@@ -298,7 +312,11 @@ impl Settings {
                     )
                 }
                 "" => {}
-                other => eprintln!("hkv: -o {other}: no meaning in hkv, ignored"),
+                known if MEMCACHED_SUBOPTIONS.contains(&known) => {
+                    eprintln!("hkv: -o {known}: no meaning in hkv, ignored")
+                }
+                // memcached's words: a mistyped option is refused, not silently dropped.
+                _ => anyhow::bail!("Illegal suboption \"{opt}\""),
             }
         }
         anyhow::ensure!(
@@ -359,15 +377,19 @@ impl Settings {
     }
 
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::new(self.listen, self.port)
+        self.tcp_addr(0, self.listen)
     }
 
-    /// The listen addresses after the first, on the same port.
+    /// The listen addresses after the first.
     pub fn extra_addrs(&self) -> Vec<SocketAddr> {
-        self.listen_more
-            .iter()
-            .map(|ip| SocketAddr::new(*ip, self.port))
-            .collect()
+        let more = self.listen_more.iter().enumerate();
+        more.map(|(i, &ip)| self.tcp_addr(i + 1, ip)).collect()
+    }
+
+    /// The `i`th listen address on its own `-l ADDR:PORT` port, or on `-p`'s.
+    fn tcp_addr(&self, i: usize, ip: IpAddr) -> SocketAddr {
+        let own = self.listen_ports.get(i).copied().flatten();
+        SocketAddr::new(ip, own.unwrap_or(self.port))
     }
 
     /// `-Z`'s configuration, files not read yet; None without -Z.
@@ -469,3 +491,62 @@ const MIN_PAGE: usize = 64 << 10;
 
 /// The fewest pages a partition is given when memory allows (see [`Settings::partitions`]).
 const PAGES_PER_PARTITION: usize = 16;
+
+/// memcached 1.6's `-o` suboptions (those its Debian build accepts) that hkv takes and
+/// ignores, since they tune machinery hkv does not have (its LRU segments, slab mover,
+/// extstore, log buffers); any other name is refused as memcached refuses it.
+const MEMCACHED_SUBOPTIONS: &[&str] = &[
+    "maxconns_fast",
+    "no_maxconns_fast",
+    "no_hashexpand",
+    "slab_reassign",
+    "no_slab_reassign",
+    "slab_automove",
+    "no_slab_automove",
+    "slab_automove_ratio",
+    "slab_automove_window",
+    "tail_repair_time",
+    "hash_algorithm",
+    "lru_crawler",
+    "no_lru_crawler",
+    "lru_crawler_sleep",
+    "lru_crawler_tocrawl",
+    "lru_maintainer",
+    "no_lru_maintainer",
+    "hot_lru_pct",
+    "warm_lru_pct",
+    "hot_max_factor",
+    "warm_max_factor",
+    "temporary_ttl",
+    "watcher_logbuf_size",
+    "worker_logbuf_size",
+    "slab_sizes",
+    "slab_chunk_max",
+    "track_sizes",
+    "inline_ascii_resp",
+    "no_inline_ascii_resp",
+    "modern",
+    "no_modern",
+    "no_chunked_items",
+    "drop_privileges",
+    "no_drop_privileges",
+    "resp_obj_mem_limit",
+    "read_buf_mem_limit",
+    "sock_cookie_id",
+    "ext_page_size",
+    "ext_wbuf_size",
+    "ext_threads",
+    "ext_io_depth",
+    "ext_path",
+    "ext_item_size",
+    "ext_item_age",
+    "ext_low_ttl",
+    "ext_recache_rate",
+    "ext_compact_under",
+    "ext_drop_under",
+    "ext_max_sleep",
+    "ext_max_frag",
+    "ext_drop_unread",
+    // memcached-debug's, which memcached's own test harness always passes.
+    "relaxed_privileges",
+];

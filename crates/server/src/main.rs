@@ -51,7 +51,12 @@ fn run() -> anyhow::Result<()> {
     );
     tracing_subscriber::registry()
         .with(filter)
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Colour codes only for a terminal: a log file or journald gets plain text.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
         .init();
 
     memcached_only_flags(&cli)?;
@@ -84,18 +89,29 @@ fn run() -> anyhow::Result<()> {
         None => None,
     };
     if cli.daemon {
-        // Nothing has started a thread yet, so forking here is sound; stdio goes to
-        // /dev/null, as memcached's -d does.
-        nix::unistd::daemon(false, false)?;
+        // Nothing has started a thread yet, so forking here is sound. As memcached's -d:
+        // stdio goes to /dev/null unless -v asked for logs (`-d -vv 2>>log` keeps them).
+        nix::unistd::daemon(false, settings.verbose > 0)?;
     }
     // Before anything can be served: a SIGTERM that comes early is then a clean stop once
     // the server runs (the pid file removed), not the default action's instant death.
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1])?;
-    if let Some(p) = &pidfile {
-        std::fs::write(p, format!("{}\n", std::process::id()))
-            .map_err(|e| anyhow::anyhow!("cannot write pid file {}: {e}", p.display()))?;
-    }
+    // As memcached: a pid file that cannot be written is reported and the server runs on
+    // (refusing to start left `-d` with exit 0 and nothing listening).
+    let pidfile =
+        pidfile.filter(
+            |p| match std::fs::write(p, format!("{}\n", std::process::id())) {
+                Ok(()) => true,
+                Err(e) => {
+                    eprintln!(
+                        "hkv: Could not open the pid file {} for writing: {e}",
+                        p.display()
+                    );
+                    false
+                }
+            },
+        );
 
     // -e: what the last clean stop saved, if anything (read once, then removed).
     let memory_file = match &cli.memory_file {

@@ -30,24 +30,60 @@ pub fn parse_interval(s: &str) -> Result<(f64, f64), String> {
     Ok((lo, hi))
 }
 
-/// One `-l` entry: an address, `notls:` in front for a plain listener with -Z on.
+/// One `-l` entry, as memcached reads it: a host name or address (`[::1]` bracketed or
+/// not), `:PORT` after it to listen there instead of `-p`'s port, `notls:` in front for a
+/// plain listener with -Z on. A name is resolved at start and every address it has is
+/// listened on, as memcached's `getaddrinfo` loop does (`localhost`: 127.0.0.1 and ::1).
 #[derive(Clone, Debug)]
 pub struct ListenAddr {
-    pub ip: IpAddr,
+    pub ips: Vec<IpAddr>,
+    pub port: Option<u16>,
     pub notls: bool,
 }
 
 pub fn parse_listen(s: &str) -> Result<ListenAddr, String> {
-    let (notls, addr) = match s.strip_prefix("notls:") {
+    let (notls, entry) = match s.strip_prefix("notls:") {
         Some(rest) => (true, rest),
         None => (false, s),
     };
-    // memcached also takes `[::1]`.
-    let addr = addr.trim_start_matches('[').trim_end_matches(']');
-    let ip = addr
-        .parse()
-        .map_err(|_| format!("bad listen address {s:?}: use an IP address"))?;
-    Ok(ListenAddr { ip, notls })
+    // memcached's rule: a port follows `]` or the only colon; more colons are an IPv6
+    // address without a port.
+    let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| format!("bad listen address {s:?}: no closing ]"))?;
+        (host, after.strip_prefix(':'))
+    } else {
+        match entry.split_once(':') {
+            Some((host, port)) if !port.contains(':') => (host, Some(port)),
+            _ => (entry, None),
+        }
+    };
+    let port = port
+        .map(|p| {
+            p.parse::<u16>()
+                .map_err(|_| format!("Invalid port number: \"{p}\""))
+        })
+        .transpose()?;
+    let ips = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
+        Err(_) if host.is_empty() => return Err(format!("bad listen address {s:?}")),
+        Err(_) => {
+            let mut ips: Vec<IpAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, 0))
+                .map_err(|e| format!("bad listen address {s:?}: {e}"))?
+                .map(|a| a.ip())
+                .collect();
+            let mut seen = Vec::new();
+            ips.retain(|ip| {
+                !seen.contains(ip) && {
+                    seen.push(*ip);
+                    true
+                }
+            });
+            ips
+        }
+    };
+    Ok(ListenAddr { ips, port, notls })
 }
 
 pub fn parse_octal(s: &str) -> Result<u32, String> {
@@ -69,4 +105,45 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         .ok()
         .and_then(|n| n.checked_mul(mult))
         .ok_or_else(|| format!("bad size {s:?}: use a number with an optional k, m or g"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(s: &str) -> (Vec<String>, Option<u16>, bool) {
+        let l = parse_listen(s).unwrap();
+        (
+            l.ips.iter().map(|ip| ip.to_string()).collect(),
+            l.port,
+            l.notls,
+        )
+    }
+
+    /// memcached takes host names and `ADDR:PORT`; hkv refused both ("use an IP address"),
+    /// so `-l localhost` from a memcached config did not start.
+    #[test]
+    fn regression_listen_entries_take_names_and_ports_as_memcached_does() {
+        assert_eq!(ips("127.0.0.1"), (vec!["127.0.0.1".into()], None, false));
+        assert_eq!(
+            ips("127.0.0.1:22145"),
+            (vec!["127.0.0.1".into()], Some(22145), false)
+        );
+        assert_eq!(ips("[::1]:22155"), (vec!["::1".into()], Some(22155), false));
+        assert_eq!(ips("[::1]"), (vec!["::1".into()], None, false));
+        assert_eq!(ips("::1"), (vec!["::1".into()], None, false));
+        assert_eq!(
+            ips("notls:10.0.0.1:7"),
+            (vec!["10.0.0.1".into()], Some(7), true)
+        );
+        let (local, port, _) = ips("localhost:22151");
+        assert!(local.contains(&"127.0.0.1".to_string()), "{local:?}");
+        assert_eq!(port, Some(22151));
+        assert_eq!(
+            parse_listen("127.0.0.1:x").unwrap_err(),
+            "Invalid port number: \"x\""
+        );
+        assert!(parse_listen("no-such-host.invalid").is_err());
+        assert!(parse_listen("[::1").is_err());
+    }
 }

@@ -55,6 +55,11 @@ fn regression_start_errors_are_one_line_without_a_backtrace() {
             &["-o", "hashpower=x"][..],
             "hkv: Missing numeric argument for hashpower\n",
         ),
+        // A mistyped option was only warned about, so the typo went unnoticed.
+        (
+            &["-o", "modern,idel_timeout=5"][..],
+            "hkv: -o modern: no meaning in hkv, ignored\nhkv: Illegal suboption \"idel_timeout=5\"\n",
+        ),
     ] {
         let out = hkv(args, &env);
         assert!(!out.status.success(), "{args:?} started");
@@ -121,4 +126,82 @@ fn without_hashpower_the_index_is_sized_from_the_memory_limit() {
         u64::from((bytes / 8).ilog2())
     );
     assert!(bytes > 8 << 16, "{bytes}");
+}
+
+/// memcached's `-l` takes host names and `ADDR:PORT` (the port instead of `-p`'s); hkv
+/// refused both, so a memcached config with `-l localhost` did not start.
+#[test]
+fn regression_a_listen_name_with_its_own_port_starts_and_serves() {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(["-p", "1", "-U", "0", "-l", "localhost:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start hkv");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read address line");
+    let addr: std::net::SocketAddr = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    assert!(addr.ip().is_loopback(), "{line:?}");
+    // Not -p's port 1 (which root could bind): the entry's own, any free one.
+    assert_ne!(addr.port(), 1, "{line:?}");
+    let version = common::Client::connect(addr).call("version\r\n", "\r\n");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(version.starts_with("VERSION "), "{version:?}");
+    let bad = hkv(&["-l", "127.0.0.1:x"], &[]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("Invalid port number: \"x\""),
+        "{bad:?}"
+    );
+}
+
+/// With `-d`, a pid file hkv could not write made the daemon exit while the parent had
+/// already returned 0: an init script saw success and nothing listened. memcached reports
+/// the file and runs on. `-d -v` also closed stderr, losing `-d -vv 2>>log`'s logs, and the
+/// logs carried colour codes into files.
+#[test]
+fn regression_a_daemon_keeps_its_logs_and_runs_without_its_pid_file() {
+    let dir = std::env::temp_dir().join(format!("hkv-startup-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let log = dir.join("log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let status = Command::new(env!("CARGO_BIN_EXE_hkv"))
+        .args(["-d", "-v", "-U", "0", "-l", "127.0.0.1"])
+        .args(["-p", &port.to_string(), "-P", "/nonexistent-dir/hkv.pid"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .status()
+        .expect("run hkv -d");
+    assert!(status.success());
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut client = loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(_) => break common::Client::connect(addr),
+            Err(e) if std::time::Instant::now() > deadline => panic!("nothing listens: {e}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    };
+    let pid = client.stat_n("", "pid");
+    client.expect("shutdown\r\n", "ERROR: shutdown not enabled\r\n");
+    let _ = Command::new("kill").arg(pid.to_string()).status();
+    let text = std::fs::read_to_string(&log).expect("read log");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(text.contains("Could not open the pid file"), "{text:?}");
+    assert!(text.contains("INFO"), "-v's logs kept: {text:?}");
+    assert!(
+        !text.contains('\x1b'),
+        "no colour codes in a file: {text:?}"
+    );
 }
