@@ -99,6 +99,13 @@ SCRIPTS = [
     b"set n 0 0 3\r\n100\r\ndecr n 1\r\nget n\r\nset m 0 0 4\r\n  12\r\nincr m 1\r\nget m\r\n"
     b"ma m MD v\r\nmg m v\r\nset z 0 0 22\r\n0000000000000000000001\r\ndecr z 1\r\nget z\r\n",
     b"set noreply 0 0 1\r\nx\r\ndelete noreply\r\ndelete noreply\r\n",
+    # Found by the fuzzer: mg and ma run before memcached refuses their long opaque (the
+    # increment, touch and vivified item stand; no recache token is given), and ma's own
+    # non-numeric error comes first; md and ms refuse it before they run.
+    b"set n 0 0 1\r\n5\r\nma n " + b"O" * 33 + b"\r\nmg n v\r\nma miss " + b"O" * 33 + b"\r\n"
+    b"set t 0 0 1\r\nx\r\nma t " + b"O" * 33 + b" q\r\nmg t v T30 " + b"O" * 33 + b"\r\nmg t t v\r\n"
+    b"mg viv N30 " + b"O" * 33 + b"\r\nmg viv t c\r\nmg viv v\r\nmd t " + b"O" * 33 + b"\r\nmg t v\r\n"
+    b"ms s 1 " + b"O" * 33 + b"\r\nz\r\nmg s v\r\nmn\r\n",
 ]
 
 

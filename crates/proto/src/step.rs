@@ -103,6 +103,9 @@ pub struct Echo {
     pub base64: bool,
     pub quiet: bool,
     pub value: bool,
+    /// The reply is `CLIENT_ERROR opaque token too long` unless the command failed on its
+    /// own ([`crate::text::MetaFlags::opaque_too_long`]).
+    pub opaque_too_long: bool,
 }
 
 #[derive(Debug)]

@@ -71,6 +71,9 @@ pub struct Meta {
     /// `getset`, `getdel`, meta `G` (KVCG's previous value): a storage command or DELETE
     /// also answers the value its key held before it ran ([`After::previous`]).
     pub previous: bool,
+    /// mg whose reply will be an error (an opaque past memcached's limit): it runs, but
+    /// hands out no recache token, as memcached's reply fails before it sends `W`.
+    pub withhold_token: bool,
 }
 
 impl Meta {

@@ -111,6 +111,7 @@ impl Partition {
             .is_some_and(|r| expiry != 0 && i64::from(expiry.saturating_sub(now)) < r);
         if state & WIN_SENT != 0 {
             bits |= hit::WON_ELSEWHERE;
+        } else if req.meta.withhold_token {
         } else if state & STALE != 0 || near_expiry {
             bits |= hit::WIN;
             self.store.update_bits(loc, WIN_SENT, 0);
@@ -214,6 +215,9 @@ impl Partition {
         data: &mut Vec<u8>,
     ) -> Response {
         let mut r = self.rd_answer_hit(req, loc, now, data);
+        if req.meta.withhold_token {
+            return r;
+        }
         if let Response::Value { ref mut bits, .. } = r {
             *bits |= hit::WIN;
         }

@@ -180,6 +180,16 @@ fn write_reply(
     now: u32,
     out: &mut Output,
 ) {
+    if echo.opaque_too_long {
+        // memcached's order: ma's own failure (a non-numeric value, no memory), else the
+        // opaque's error, whatever the command found or did.
+        let own = matches!(kind, MetaKind::Arith)
+            && !matches!(r, Response::Number(_) | Response::NotFound | Response::Miss);
+        if !own {
+            line(out, crate::errors::meta::OPAQUE_TOO_LONG);
+            return;
+        }
+    }
     let after = res.after.get(idx as usize).copied().unwrap_or_default();
     let written = Found {
         flags: 0,

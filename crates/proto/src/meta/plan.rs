@@ -82,6 +82,7 @@ pub fn plan_meta<'a>(
         base64: f.base64,
         quiet: f.quiet,
         value: f.value,
+        opaque_too_long: f.opaque_too_long,
     };
     for &l in f.returned() {
         // mg answers every return flag; the others only these.
@@ -134,6 +135,7 @@ fn plan_request<'a>(
             meta.recache = f.recache;
             meta.flag_order = f.order;
             meta.vivify = f.vivify;
+            meta.withhold_token = f.opaque_too_long;
             if f.vivify.is_none() {
                 // E only matters when mg creates the item.
                 meta.new_cas = None;

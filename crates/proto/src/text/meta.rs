@@ -44,6 +44,10 @@ pub struct MetaFlags<'a> {
     pub vivify: Option<i64>,
     /// `O<opaque>`: copied back.
     pub opaque: Option<&'a [u8]>,
+    /// mg's or ma's opaque is past memcached's limit: memcached runs those commands and
+    /// refuses the opaque only as it writes the reply, so their effects stand (a touch, a
+    /// vivified item, an increment) and an error of the command's own comes first.
+    pub opaque_too_long: bool,
     /// `q`: quiet (noreply semantics).
     pub quiet: bool,
     /// `R<secs>`: recache threshold.
@@ -244,7 +248,12 @@ fn flags_of<'a>(
         _ => {}
     }
     if flags.opaque.is_some_and(|o| o.len() + 1 > 32) {
-        return Err(crate::errors::meta::OPAQUE_TOO_LONG);
+        if cmd == b"mg" || cmd == b"ma" {
+            flags.opaque = None;
+            flags.opaque_too_long = true;
+        } else {
+            return Err(crate::errors::meta::OPAQUE_TOO_LONG);
+        }
     }
     Ok(())
 }
