@@ -9,7 +9,7 @@ use crate::values::{parse_listen, parse_octal, parse_size, ListenAddr};
 
 /// hkv: a memcached-compatible key-value store that batches requests.
 #[derive(Parser, Debug)]
-#[command(name = "hkv", long_about = None)]
+#[command(name = "hkv", long_about = None, args_override_self = true)]
 pub struct Cli {
     /// TCP port to listen on (0 or -1: any free port, printed at start-up; memcached's -1).
     /// Without -p, a -U port is the TCP port too, as in memcached.

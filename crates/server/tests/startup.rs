@@ -205,3 +205,31 @@ fn regression_a_daemon_keeps_its_logs_and_runs_without_its_pid_file() {
         "no colour codes in a file: {text:?}"
     );
 }
+
+/// memcached's getopt lets a later flag replace an earlier one (a config file's line and a
+/// wrapper's, say); hkv refused the second `-t` ("cannot be used multiple times"). `-l`
+/// still adds listeners.
+#[test]
+fn regression_a_repeated_flag_takes_its_last_value_as_memcached_does() {
+    let out = hkv(
+        &[
+            "-t",
+            "2",
+            "-t",
+            "1",
+            "-l",
+            "127.0.0.1",
+            "-l",
+            "::1",
+            "--print-config",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let config = String::from_utf8_lossy(&out.stdout);
+    assert!(config.lines().any(|l| l == "threads = 1"), "{config}");
+    assert!(
+        config.lines().any(|l| l == "listen_more = [\"::1\"]"),
+        "{config}"
+    );
+}
