@@ -365,3 +365,30 @@ fn regression_a_metadump_past_16_mib_lists_every_item_then_what_follows() {
     let lines = all.split(|&b| b == b'\n');
     assert_eq!(lines.filter(|l| l.starts_with(b"key=")).count(), n);
 }
+
+/// `bytes` counted key and value only, so with small items it read 0.15 of
+/// `limit_maxbytes` while the server was already evicting (memcached, which counts its item
+/// header too, reads 0.75 there): an alert on `bytes / limit_maxbytes` never fired.
+#[test]
+fn regression_bytes_counts_item_headers_so_a_full_cache_reads_full() {
+    let h = Hkv::start(&["-m", "8", "-t", "1"]);
+    let mut c = h.connect();
+    let mut round = 0;
+    while c.stat_n("", "evictions") == 0 {
+        assert!(round < 100, "no eviction after {round} rounds");
+        c.store_many(&format!("r{round}:"), 10_000);
+        round += 1;
+    }
+    let full = c.stat_n("", "bytes") as f64 / c.stat_n("", "limit_maxbytes") as f64;
+    assert!(
+        full > 0.5,
+        "bytes / limit_maxbytes {full:.2} while evicting"
+    );
+    let requested: u64 = c
+        .call("stats items\r\n", "END\r\n")
+        .lines()
+        .filter(|l| l.contains(":mem_requested "))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(requested, c.stat_n("", "bytes"));
+}

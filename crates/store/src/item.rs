@@ -17,6 +17,13 @@
 //! full parts in the largest class, the tail in the class that fits it.
 
 pub const HEADER_BYTES: usize = 32;
+
+/// An item's size in the `bytes` and `mem_requested` stats: header, key and value, as
+/// memcached counts `ITEM_ntotal` (so `bytes / limit_maxbytes` tells how full memory is; key
+/// and value alone read a fifth of that for small items).
+pub const fn stored_bytes(key_len: usize, value_len: usize) -> u64 {
+    (HEADER_BYTES + key_len + value_len) as u64
+}
 /// memcached's limit; the header stores the key length in one byte.
 pub const MAX_KEY_LEN: usize = 250;
 

@@ -433,12 +433,13 @@ impl SlabStore {
             chunk[at..at + part.len()].copy_from_slice(part);
             at += part.len();
         }
-        self.count_new_item(c, slot, key.len() + value_len);
+        self.count_new_item(c, slot, key.len(), value_len);
         Ok((encode(c, slot), cas))
     }
 
     /// Counts a just-written item in.
-    fn count_new_item(&mut self, c: usize, slot: u32, payload: usize) {
+    fn count_new_item(&mut self, c: usize, slot: u32, key_len: usize, value_len: usize) {
+        let bytes = stored_bytes(key_len, value_len);
         let class = &mut self.classes[c];
         // Every new item starts referenced, as memcached puts new items at the head of its
         // LRU: a chunk from the free list, or a fresh one in a page just added where the hand
@@ -449,10 +450,10 @@ impl SlabStore {
         class.recent.push(slot);
         class.items += 1;
         class.counts.sets += 1;
-        class.counts.bytes += payload as u64;
+        class.counts.bytes += bytes;
         self.stats.curr_items += 1;
         self.stats.total_items += 1;
-        self.stats.bytes += payload as u64;
+        self.stats.bytes += bytes;
     }
 
     /// Whether an item of this size can be stored without CLOCK taking a live item back

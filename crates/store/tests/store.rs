@@ -20,7 +20,11 @@ fn store_get_free_round_trip() {
         (&b"key"[..], &b"value"[..], 7, cas)
     );
     assert_eq!(s.stats().curr_items, 1);
-    assert_eq!(s.stats().bytes, 8);
+    assert_eq!(
+        s.stats().bytes,
+        32 + 8,
+        "header, key and value, as memcached counts them"
+    );
     assert!(s.free(loc));
     assert!(
         s.get(loc).is_none(),

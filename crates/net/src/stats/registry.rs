@@ -168,7 +168,7 @@ pub(crate) static GENERAL: &[Def] = defs![
     "lru_crawler_running", Gauge, "a crawl asked for with lru_crawler crawl is still running (1) or not (0)", |s| Val::U(u64::from(s.shared.engine.crawling()));
     "lru_crawler_starts", Counter, "lru_crawler crawl requests run", |s| Val::U(s.shared.engine.crawler().starts);
     "slab_reassign_evictions", Counter, "items evicted to move their page", |s| Val::U(s.st.page_move_evictions);
-    "bytes", Gauge, "key and value bytes stored", |s| Val::U(s.st.bytes);
+    "bytes", Gauge, "bytes of the items stored: 32-byte header, key and value (memcached counts its item header too)", |s| Val::U(s.st.bytes);
     "curr_items", Gauge, "items stored", |s| Val::U(s.st.curr_items);
     "total_items", Counter, "items ever stored", |s| Val::U(s.st.total_items);
     "slab_global_page_pool", Gauge, "pages not yet given to a class", |s| Val::U((s.shared.engine.arena().available() / s.shared.config.page_size.max(1)) as u64);
@@ -414,7 +414,7 @@ pub(crate) static SLAB_FIELDS: &[ClassDef] = class_defs![
 
 pub(crate) static ITEM_FIELDS: &[ClassDef] = class_defs![
     "number", Gauge, "items in the class", |c| c.items;
-    "mem_requested", Gauge, "key and value bytes of those items", |c| c.counts.bytes;
+    "mem_requested", Gauge, "bytes of those items: header, key and value", |c| c.counts.bytes;
     "evicted", Counter, "items evicted", |c| c.counts.evicted;
     "evicted_time", Gauge, "seconds since the last evicted item was accessed", |c| c.counts.evicted_time;
     "evicted_nonzero", Counter, "evicted items that had an expiry time", |c| c.counts.evicted_nonzero;

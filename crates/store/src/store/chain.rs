@@ -313,7 +313,7 @@ impl SlabStore {
         }
         let total = (HEADER_BYTES + key.len() + value_len) as u64;
         self.stats.largest_chunk = self.stats.largest_chunk.max(total);
-        self.count_new_item(header, hslot, key.len() + value_len);
+        self.count_new_item(header, hslot, key.len(), value_len);
     }
 
     /// One chunk of each class in `order`, each marked as being built; on failure every
@@ -364,7 +364,7 @@ impl SlabStore {
         let (vc, vslot) = decode(victim);
         let item = Item::new(self.classes[vc].chunk(vslot));
         on_reclaim(&item, victim, kind);
-        let payload = (item.key_len() + item.value_len()) as u64;
+        let payload = stored_bytes(item.key_len(), item.value_len());
         let unfetched = u64::from(item.bits() & FETCHED == 0);
         let has_expiry = item.expiry() != 0;
         let idle = u64::from(now.saturating_sub(item.atime()));

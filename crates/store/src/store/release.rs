@@ -21,7 +21,10 @@ impl SlabStore {
         if self.is_pinned(loc) {
             return self.free_pinned(loc);
         }
-        let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
+        let payload = stored_bytes(
+            chunk[OFF_KEY_LEN].into(),
+            rd32(chunk, OFF_VALUE_LEN) as usize,
+        );
         self.release_chunk(loc);
         if status == RETIRED {
             return false;
@@ -72,7 +75,10 @@ impl SlabStore {
         if chunk[OFF_STATUS] != IN_USE {
             return false;
         }
-        let payload = chunk[OFF_KEY_LEN] as u64 + rd32(chunk, OFF_VALUE_LEN) as u64;
+        let payload = stored_bytes(
+            chunk[OFF_KEY_LEN].into(),
+            rd32(chunk, OFF_VALUE_LEN) as usize,
+        );
         chunk[OFF_STATUS] = RETIRED;
         class.set_referenced(slot, false);
         class.items -= 1;

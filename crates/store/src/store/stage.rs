@@ -175,7 +175,7 @@ impl SlabStore {
         if parts.is_empty() {
             let chunk = self.classes[c].chunk_mut(slot);
             super::write_header(chunk, key, st.value_len, flags, raw_expiry, cas, now);
-            self.count_new_item(c, slot, key.len() + st.value_len);
+            self.count_new_item(c, slot, key.len(), st.value_len);
         } else {
             self.link_chained(
                 st.loc,

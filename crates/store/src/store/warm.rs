@@ -224,9 +224,9 @@ fn restore_class(
                     u64::from_le_bytes(chunk[OFF_CAS..OFF_CAS + 8].try_into().unwrap_or([0; 8]));
                 newest.offer(cas, slot);
                 class.items += 1;
-                class.counts.bytes += (klen + vlen) as u64;
+                class.counts.bytes += stored_bytes(klen, vlen);
                 stats.curr_items += 1;
-                stats.bytes += (klen + vlen) as u64;
+                stats.bytes += stored_bytes(klen, vlen);
             }
             // Checked once every class is back (`restore_chains`).
             CHAIN => {}
