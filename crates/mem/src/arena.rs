@@ -182,6 +182,11 @@ impl Arena {
         (self.region.base(), self.mapped)
     }
 
+    /// The most the budget can be moved to: what was reserved at start (`-m`).
+    pub fn reserved(&self) -> usize {
+        self.mapped
+    }
+
     pub fn next_offset(&self) -> usize {
         self.next.load(Ordering::Relaxed)
     }

@@ -28,6 +28,11 @@ pub(crate) fn set_memory_limit(shared: &Shared, megabytes: u64) -> Result<(), &'
         return Err(hkv_proto::errors::admin::MEMLIMIT_NOT_BYTES);
     }
     let bytes = usize::try_from(megabytes.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    // It said OK and stayed at -m: the arena cannot grow past what it reserved at start,
+    // which memcached answers so when its memory was preallocated.
+    if bytes > shared.engine.arena().reserved() {
+        return Err(hkv_proto::errors::admin::MEMLIMIT_ADJUST_FAILED);
+    }
     shared.engine.arena().set_limit(bytes);
     Ok(())
 }

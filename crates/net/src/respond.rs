@@ -122,7 +122,8 @@ pub(crate) fn wr_compose(
         }
         Step::MemLimit { megabytes, noreply } => match control::set_memory_limit(shared, megabytes)
         {
-            Ok(()) if noreply => {}
+            // memcached's noreply silences its refusals too.
+            _ if noreply => {}
             Ok(()) => line(out, "OK"),
             Err(e) => line(out, e),
         },

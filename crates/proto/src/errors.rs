@@ -59,6 +59,10 @@ pub mod admin {
     pub const MEMLIMIT_TOO_SMALL: &str = "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m";
     pub const MEMLIMIT_NOT_BYTES: &str =
         "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes";
+    /// memcached's answer when its memory was preallocated (`-L`) and the limit would rise
+    /// past it; hkv's arena is always reserved at start.
+    pub const MEMLIMIT_ADJUST_FAILED: &str =
+        "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust";
     pub const BAD_CLASS_ID: &str = "BADCLASS invalid class id";
     pub const CRAWLER_DISABLED: &str = "CLIENT_ERROR lru crawler disabled";
     pub const CRAWLER_SLEEP: &str = "CLIENT_ERROR sleep must be one second or less";

@@ -113,6 +113,12 @@ fn cache_memlimit_moves_the_limit_within_what_was_reserved() {
     );
     c.expect("cache_memlimit 64 extra\r\n", "OK\r\n");
     c.expect("cache_memlimit abc\r\n", "ERROR\r\n");
+    // Past -m: it said OK and stayed at 64 MB (operator-tools probe); memcached refuses so
+    // when its memory is preallocated, as hkv's always is.
+    c.expect(
+        "cache_memlimit 128\r\n",
+        "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n",
+    );
     assert_eq!(
         c.stat("settings", "maxbytes").unwrap(),
         (64u64 << 20).to_string()
