@@ -30,7 +30,7 @@ NOT_REPORTED = {
     },
     "slabs": set(),
     "items": {
-        "number_hot", "number_warm", "number_cold", "age_hot", "age_warm", "age", "tailrepairs",
+        "number_hot", "number_warm", "number_cold", "age_hot", "age_warm", "tailrepairs",
         "evicted_active", "crawler_reclaimed", "crawler_items_checked", "lrutail_reflocked",
         "moves_to_cold", "moves_to_warm", "moves_within_lru", "direct_reclaims", "hits_to_hot",
         "hits_to_warm", "hits_to_cold", "hits_to_temp",

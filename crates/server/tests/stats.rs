@@ -398,3 +398,15 @@ fn regression_bytes_counts_item_headers_so_a_full_cache_reads_full() {
         .sum();
     assert_eq!(requested, c.stat_n("", "bytes"));
 }
+
+/// `stats items` had no `age`, so memcached-tool's Max_age read 0 s and memcached_exporter
+/// had no `memcached_slab_items_age_seconds` (operator-tools probe).
+#[test]
+fn regression_stats_items_reports_the_age_of_the_oldest_items() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    c.expect("set old 0 0 1\r\nx\r\n", "STORED\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let age = c.stat_n("items", "items:1:age");
+    assert!((1..=5).contains(&age), "age {age}");
+}

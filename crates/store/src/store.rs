@@ -198,6 +198,7 @@ impl SlabStore {
             parts: c.parts,
             untouched: u64::from(c.slots() - c.bump),
             counts: c.counts,
+            tail_atime: c.tail_atime(),
         })
     }
 

@@ -385,7 +385,8 @@ pub(crate) struct ClassDef {
     /// these).
     #[allow(dead_code)]
     pub help: &'static str,
-    pub get: fn(&ClassReport) -> u64,
+    /// The value from the class's report and the server's clock (seconds since start).
+    pub get: fn(&ClassReport, u32) -> u64,
 }
 
 macro_rules! class_defs {
@@ -395,33 +396,34 @@ macro_rules! class_defs {
 }
 
 pub(crate) static SLAB_FIELDS: &[ClassDef] = class_defs![
-    "chunk_size", Setting, "bytes per chunk", |c| c.info.chunk as u64;
-    "chunks_per_page", Setting, "chunks in a page", |c| u64::from(c.info.per_page);
-    "total_pages", Gauge, "pages the class holds", |c| c.pages as u64;
-    "total_chunks", Gauge, "chunks in those pages", |c| c.pages as u64 * u64::from(c.info.per_page);
-    "used_chunks", Gauge, "chunks holding items or parts of chained ones", |c| c.items + c.parts;
-    "free_chunks", Gauge, "chunks free", |c| (c.pages as u64 * u64::from(c.info.per_page)).saturating_sub(c.items + c.parts);
-    "free_chunks_end", Gauge, "chunks never used yet", |c| c.untouched;
-    "get_hits", Counter, "reads that found an item of the class", |c| c.counts.hits;
-    "cmd_set", Counter, "items stored in the class", |c| c.counts.sets;
-    "delete_hits", Counter, "deletes that found an item of the class", |c| c.counts.delete_hits;
-    "incr_hits", Counter, "incr that found an item of the class", |c| c.counts.incr_hits;
-    "decr_hits", Counter, "decr that found an item of the class", |c| c.counts.decr_hits;
-    "cas_hits", Counter, "cas that stored over an item of the class", |c| c.counts.cas_hits;
-    "cas_badval", Counter, "cas refused on an item of the class", |c| c.counts.cas_badval;
-    "touch_hits", Counter, "touches of an item of the class", |c| c.counts.touch_hits;
+    "chunk_size", Setting, "bytes per chunk", |c, _| c.info.chunk as u64;
+    "chunks_per_page", Setting, "chunks in a page", |c, _| u64::from(c.info.per_page);
+    "total_pages", Gauge, "pages the class holds", |c, _| c.pages as u64;
+    "total_chunks", Gauge, "chunks in those pages", |c, _| c.pages as u64 * u64::from(c.info.per_page);
+    "used_chunks", Gauge, "chunks holding items or parts of chained ones", |c, _| c.items + c.parts;
+    "free_chunks", Gauge, "chunks free", |c, _| (c.pages as u64 * u64::from(c.info.per_page)).saturating_sub(c.items + c.parts);
+    "free_chunks_end", Gauge, "chunks never used yet", |c, _| c.untouched;
+    "get_hits", Counter, "reads that found an item of the class", |c, _| c.counts.hits;
+    "cmd_set", Counter, "items stored in the class", |c, _| c.counts.sets;
+    "delete_hits", Counter, "deletes that found an item of the class", |c, _| c.counts.delete_hits;
+    "incr_hits", Counter, "incr that found an item of the class", |c, _| c.counts.incr_hits;
+    "decr_hits", Counter, "decr that found an item of the class", |c, _| c.counts.decr_hits;
+    "cas_hits", Counter, "cas that stored over an item of the class", |c, _| c.counts.cas_hits;
+    "cas_badval", Counter, "cas refused on an item of the class", |c, _| c.counts.cas_badval;
+    "touch_hits", Counter, "touches of an item of the class", |c, _| c.counts.touch_hits;
 ];
 
 pub(crate) static ITEM_FIELDS: &[ClassDef] = class_defs![
-    "number", Gauge, "items in the class", |c| c.items;
-    "mem_requested", Gauge, "bytes of those items: header, key and value", |c| c.counts.bytes;
-    "evicted", Counter, "items evicted", |c| c.counts.evicted;
-    "evicted_time", Gauge, "seconds since the last evicted item was accessed", |c| c.counts.evicted_time;
-    "evicted_nonzero", Counter, "evicted items that had an expiry time", |c| c.counts.evicted_nonzero;
-    "outofmemory", Counter, "writes refused for want of memory", |c| c.counts.out_of_memory;
-    "reclaimed", Counter, "expired items whose chunk was reused", |c| c.counts.reclaimed;
-    "expired_unfetched", Counter, "expired items never read", |c| c.counts.expired_unfetched;
-    "evicted_unfetched", Counter, "evicted items never read", |c| c.counts.evicted_unfetched;
+    "number", Gauge, "items in the class", |c, _| c.items;
+    "age", Gauge, "seconds since the last access of the oldest item CLOCK will consider next (memcached's LRU tail)", |c, now| c.tail_atime.map_or(0, |a| u64::from(now.saturating_sub(a)));
+    "mem_requested", Gauge, "bytes of those items: header, key and value", |c, _| c.counts.bytes;
+    "evicted", Counter, "items evicted", |c, _| c.counts.evicted;
+    "evicted_time", Gauge, "seconds since the last evicted item was accessed", |c, _| c.counts.evicted_time;
+    "evicted_nonzero", Counter, "evicted items that had an expiry time", |c, _| c.counts.evicted_nonzero;
+    "outofmemory", Counter, "writes refused for want of memory", |c, _| c.counts.out_of_memory;
+    "reclaimed", Counter, "expired items whose chunk was reused", |c, _| c.counts.reclaimed;
+    "expired_unfetched", Counter, "expired items never read", |c, _| c.counts.expired_unfetched;
+    "evicted_unfetched", Counter, "evicted items never read", |c, _| c.counts.evicted_unfetched;
 ];
 
 #[cfg(test)]

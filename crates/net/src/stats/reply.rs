@@ -64,6 +64,7 @@ fn class_pairs(
     prefix: &str,
     shared: &Shared,
     base: &Baseline,
+    now: u32,
     include: fn(&ClassReport) -> bool,
 ) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -73,7 +74,7 @@ fn class_pairs(
         }
         for f in fields {
             let name = format!("{prefix}{}:{}", i + 1, f.name);
-            let v = adjust(base, &name, f.kind, Val::U((f.get)(c)));
+            let v = adjust(base, &name, f.kind, Val::U((f.get)(c, now)));
             out.push((name, v.render()));
         }
     }
@@ -93,7 +94,7 @@ pub(crate) fn stats_reply(
         Some(b"settings") => pairs_of(SETTINGS, &snap(shared, now), &base),
         Some(b"hkv") => pairs_of(HKV_DEFS, &snap(shared, now), &base),
         Some(b"slabs") => {
-            let mut p = class_pairs(SLAB_FIELDS, "", shared, &base, |c| c.pages > 0);
+            let mut p = class_pairs(SLAB_FIELDS, "", shared, &base, now, |c| c.pages > 0);
             let classes = shared.engine.class_reports();
             let active = classes.iter().filter(|c| c.pages > 0).count();
             let pages: usize = classes.iter().map(|c| c.pages).sum();
@@ -104,7 +105,7 @@ pub(crate) fn stats_reply(
             ));
             p
         }
-        Some(b"items") => class_pairs(ITEM_FIELDS, "items:", shared, &base, |c| c.items > 0),
+        Some(b"items") => class_pairs(ITEM_FIELDS, "items:", shared, &base, now, |c| c.items > 0),
         // memcached answers this way unless started with -o track_sizes.
         Some(b"sizes") => vec![("sizes_status".into(), "disabled".into())],
         // memcached's own answers, without END as in memcached: hkv keeps no size histogram,
@@ -168,7 +169,7 @@ fn reset(shared: &Shared, now: u32) {
     for (i, c) in shared.engine.class_reports().iter().enumerate() {
         for (prefix, fields) in [("", SLAB_FIELDS), ("items:", ITEM_FIELDS)] {
             for f in fields.iter().filter(|f| f.kind == Kind::Counter) {
-                at.insert(format!("{prefix}{}:{}", i + 1, f.name), (f.get)(c));
+                at.insert(format!("{prefix}{}:{}", i + 1, f.name), (f.get)(c, now));
             }
         }
     }

@@ -25,6 +25,26 @@ pub(super) struct Class {
 }
 
 impl Class {
+    /// The oldest last access of the items in the [`super::report::TAIL_SAMPLE`] chunks
+    /// from the CLOCK hand on (a bounded look, so `stats items` costs the same at any size).
+    pub(super) fn tail_atime(&self) -> Option<u32> {
+        let slots = self.bump.min(self.slots());
+        if self.items == 0 || slots == 0 {
+            return None;
+        }
+        let mut slot = self.hand % slots;
+        let mut oldest: Option<u32> = None;
+        for _ in 0..super::report::TAIL_SAMPLE.min(slots) {
+            let chunk = self.chunk(slot);
+            if chunk[crate::item::OFF_STATUS] == crate::item::IN_USE {
+                let atime = crate::item::rd32(chunk, crate::item::OFF_ATIME);
+                oldest = Some(oldest.map_or(atime, |o| o.min(atime)));
+            }
+            slot = if slot + 1 == slots { 0 } else { slot + 1 };
+        }
+        oldest
+    }
+
     pub(super) fn slots(&self) -> u32 {
         self.pages.len() as u32 * self.info.per_page
     }

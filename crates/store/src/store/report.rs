@@ -10,7 +10,7 @@ pub struct StoreStats {
     pub evictions: u64,
     pub reclaimed: u64,
     pub pages: u64,
-    /// Key and value bytes of live items (memcached's `bytes`).
+    /// Header, key and value bytes of live items (memcached's `bytes`).
     pub bytes: u64,
     pub out_of_memory: u64,
     /// Pages moved from one slab class to another, and the items evicted to free them.
@@ -87,7 +87,7 @@ pub struct ClassCounts {
     /// Expired items taken back for reuse.
     pub reclaimed: u64,
     pub out_of_memory: u64,
-    /// Key and value bytes of the live items.
+    /// Header, key and value bytes of the live items.
     pub bytes: u64,
 }
 
@@ -136,7 +136,13 @@ pub struct ClassReport {
     /// Chunks never handed out yet (memcached's `free_chunks_end`).
     pub untouched: u64,
     pub counts: ClassCounts,
+    /// The oldest last access among the items CLOCK will consider next (the
+    /// [`TAIL_SAMPLE`] chunks from its hand): what memcached's `age` reports of its LRU tail.
+    pub tail_atime: Option<u32>,
 }
+
+/// Chunks from the CLOCK hand looked at for [`ClassReport::tail_atime`].
+pub const TAIL_SAMPLE: u32 = 256;
 
 impl ClassReport {
     /// Adds another partition's report of the same class.
@@ -146,6 +152,10 @@ impl ClassReport {
         self.parts += o.parts;
         self.untouched += o.untouched;
         self.counts.add(&o.counts);
+        self.tail_atime = match (self.tail_atime, o.tail_atime) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
