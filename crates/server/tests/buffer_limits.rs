@@ -495,3 +495,46 @@ fn regression_copied_large_values_nobody_reads_stay_within_the_limit() {
     assert_healthy(&h);
     drop(hogs);
 }
+
+#[test]
+fn regression_pipelined_stats_nobody_reads_stay_within_the_limit() {
+    // A pass answered up to -R (1,024) commands of a connection before its output mark was
+    // looked at again, and a `stats` reply is kilobytes: 100 clients pipelining
+    // `stats slabs` without reading held 1.4 GB and stalled every other client for 17 s
+    // (a hostile probe). Replies besides values are now reckoned as they are planned.
+    let h = Hkv::start(&["-t", "1", "-m", "64", "--conn-buffer-mb", "4"]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hogs: Vec<_> = (0..50)
+        .map(|_| {
+            let s = std::net::TcpStream::connect(h.addr).unwrap();
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let mut s = s;
+                s.set_write_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
+                let unit = b"stats\r\n".repeat(1000);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    if let Err(e) = s.write_all(&unit) {
+                        if e.kind() != std::io::ErrorKind::WouldBlock
+                            && e.kind() != std::io::ErrorKind::TimedOut
+                        {
+                            break;
+                        }
+                    }
+                }
+                s
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let mut admin = h.connect();
+    let held = admin.stat_n("hkv", "conn_buffer_bytes");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    // The limit, per connection the floor of input and of output and one reply past them.
+    let bound = (4 << 20) + 50 * (3 * (64 << 10)) + (2 << 20);
+    assert!(held < bound, "connection buffers hold {} MiB", held >> 20);
+    assert_healthy(&h);
+    for t in hogs {
+        drop(t.join().unwrap());
+    }
+}

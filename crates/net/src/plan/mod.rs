@@ -97,6 +97,32 @@ pub(crate) struct PassBudget {
     /// has no next pass for a line cut in two, so it takes all of its keys at once (a
     /// datagram holds at most 64 KiB of them).
     pub keys_per_conn: usize,
+    /// Reply bytes besides values ([`reply_estimate`]) the pass may still plan, all clients
+    /// together: what is left under `--conn-buffer-mb`.
+    pub out_left: usize,
+    /// The same for the connection being planned: what is left under its output
+    /// high-water. Each client's first command goes regardless (every client progresses).
+    pub conn_out_left: usize,
+}
+
+/// What one `stats` reply is reckoned to take before it is made: `stats slabs` with every
+/// class in use is ~13 KB.
+const STATS_REPLY_ESTIMATE: usize = 16 << 10;
+/// A reply's bytes besides its key and value: a binary header with extras, or a text
+/// `VALUE ... <cas>` line with `END`, or a status line.
+const REPLY_OVERHEAD: usize = 48;
+
+/// The reply bytes a command's steps and engine requests may take, values aside (the value
+/// budgets bound those). Pipelined `stats slabs` from clients that read nothing held 14 MB
+/// a connection (1,024 a pass, each answered before the output mark was looked at again),
+/// and binary GETKQ runs 0.7 MB (a hostile probe).
+fn reply_estimate(steps: &[Step], reqs: &[Request<'_>]) -> usize {
+    let stats = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Stats(_) | Step::BinStats { .. }))
+        .count();
+    let keys: usize = reqs.iter().map(|r| r.key.len()).sum();
+    stats * STATS_REPLY_ESTIMATE + keys + REPLY_OVERHEAD * steps.len().max(reqs.len())
 }
 
 impl PassBudget {
@@ -245,6 +271,8 @@ pub(crate) fn pp_plan_input<'a>(
     // With `only`: where the get line being planned key by key began (batch, steps, marks,
     // input position, swallow), to undo it if any of its keys is refused.
     let mut line_start: Option<Undo> = None;
+    // Where the multi-key line being planned began (batch, steps), to reckon its replies.
+    let mut get_line: Option<(usize, usize)> = None;
     loop {
         if let Some(cont) = end.cont {
             let done = plan_get_keys(
@@ -266,6 +294,18 @@ pub(crate) fn pp_plan_input<'a>(
             match done {
                 true => end.cont = None,
                 false => {
+                    end.more = true;
+                    break;
+                }
+            }
+            if let Some((b, s)) = get_line.take() {
+                // The line's keys were bounded one by one (keys_per_conn); its replies count
+                // against what is left, and once that is spent the next command waits.
+                let out = reply_estimate(&steps[s..], &batch[b..]);
+                let over = out > pass.conn_out_left || out > pass.out_left;
+                pass.conn_out_left = pass.conn_out_left.saturating_sub(out);
+                pass.out_left = pass.out_left.saturating_sub(out);
+                if over && end.pos < buf.len() {
                     end.more = true;
                     break;
                 }
@@ -346,8 +386,17 @@ pub(crate) fn pp_plan_input<'a>(
         }
         if end.cont.is_some() {
             // A multi-key line: its keys are planned (and charged) one by one.
+            get_line = Some((b0, s0));
             continue;
         }
+        let out = reply_estimate(&steps[s0..], &batch[b0..]);
+        if !first && (out > pass.conn_out_left || out > pass.out_left) {
+            // Its reply waits until the client has read what it was given.
+            undo.undo(&mut client, batch, steps, marks, &mut end);
+            break;
+        }
+        pass.conn_out_left = pass.conn_out_left.saturating_sub(out);
+        pass.out_left = pass.out_left.saturating_sub(out);
         // Charge what the command added: a write makes every open read non-deferrable.
         let new = &batch[b0..];
         let writes = new.iter().any(|r| !r.is_read());

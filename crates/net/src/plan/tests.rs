@@ -16,7 +16,75 @@ fn budget() -> PassBudget {
         max_item: 1 << 20,
         reqs_per_conn: 1024,
         keys_per_conn: 4096,
+        out_left: usize::MAX,
+        conn_out_left: usize::MAX,
     }
+}
+
+/// Plans `input` once with `pass`: engine requests, steps, where it left the input and
+/// whether more is left for a later pass.
+fn plan(input: &[u8], pass: &mut PassBudget) -> (usize, usize, usize, bool) {
+    let keys = Bump::new();
+    let mut gate = Gate {
+        users: None,
+        authfile: None,
+        authed: true,
+        cmds: 0,
+        errors: 0,
+    };
+    let (mut batch, mut steps, mut marks) = (Vec::new(), Vec::new(), Vec::new());
+    let end = pp_plan_input(
+        input,
+        &keys,
+        0,
+        0,
+        None,
+        None,
+        0,
+        &Limits::default(),
+        &mut gate,
+        0,
+        pass,
+        &mut batch,
+        &mut steps,
+        &mut marks,
+        None,
+        None,
+    );
+    (batch.len(), steps.len(), end.pos, end.more)
+}
+
+/// A pass took up to -R commands of a connection whatever their replies came to, and a
+/// `stats` reply is kilobytes: pipelined `stats slabs` nobody read held 14 MB a connection
+/// (a hostile probe). The first command always goes; the rest while their reckoned replies
+/// fit what the connection and the pass have left.
+#[test]
+fn regression_replies_besides_values_are_reckoned_as_they_are_planned() {
+    let input = b"stats\r\nstats\r\nstats\r\n";
+    let mut pass = PassBudget {
+        conn_out_left: 1,
+        ..budget()
+    };
+    assert_eq!(plan(input, &mut pass), (0, 1, 7, true));
+    let mut pass = PassBudget {
+        conn_out_left: 40 << 10,
+        ..budget()
+    };
+    assert_eq!(plan(input, &mut pass), (0, 2, 14, true));
+    let mut pass = PassBudget {
+        out_left: 0,
+        ..budget()
+    };
+    assert_eq!(plan(input, &mut pass), (0, 1, 7, true));
+    // Small replies: -R still bounds them, and an ample allowance takes them all.
+    let gets = b"get a\r\n".repeat(100);
+    assert_eq!(plan(&gets, &mut budget()), (100, 200, gets.len(), false));
+    let mut pass = PassBudget {
+        conn_out_left: 1000,
+        ..budget()
+    };
+    let (reqs, _, _, more) = plan(&gets, &mut pass);
+    assert!(more && (5..=20).contains(&reqs), "{reqs} planned");
 }
 
 /// Plans `input` as the hot path does (plain GETs only), then as the ordinary pass does:

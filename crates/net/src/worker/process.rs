@@ -70,6 +70,12 @@ impl Worker {
             max_item: l.max_item_size,
             reqs_per_conn: self.shared.config.reqs_per_event.max(1),
             keys_per_conn: crate::plan::MAX_KEYS_PER_CONN_PASS,
+            out_left: self
+                .shared
+                .config
+                .conn_buffer_limit
+                .saturating_sub(self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed)),
+            conn_out_left: usize::MAX,
         }
     }
 
@@ -190,6 +196,7 @@ impl Worker {
                 cmds: 0,
                 errors: 0,
             };
+            budget.conn_out_left = high_water.saturating_sub(c.pending_output());
             let mut limits = limits;
             if c.refuse_body {
                 limits.refuse_unstaged = true;
@@ -238,6 +245,8 @@ impl Worker {
         // (a datagram's reply is sent whole): 257 keys got `SERVER_ERROR out of memory
         // writing get response` after the first 256 (a hostile probe).
         budget.keys_per_conn = usize::MAX;
+        budget.conn_out_left = usize::MAX;
+        budget.out_left = usize::MAX;
         // Then a pass's datagrams together are bounded instead: 64 datagrams of 32,000 keys
         // each would make one batch of two million.
         let udp_keys_from = batch.len();
