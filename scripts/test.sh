@@ -47,6 +47,12 @@ command -v prove >/dev/null 2>&1 || need+=(perl)
 # Cache::Memcached::Fast (tests/clients/test_perl_memcached_fast_suite.py), the XS Perl client.
 perl -MCache::Memcached::Fast -MTest2::V0 -e 1 >/dev/null 2>&1 \
   || need+=(libcache-memcached-fast-perl libtest2-suite-perl)
+# Cache::Memcached::libmemcached, Cache::Memcached and AnyEvent::Memcached, with what their
+# suites use (tests/clients/test_perl_client_suites.py).
+perl -MCache::Memcached::libmemcached -MCache::Memcached -MAnyEvent::Memcached -Mlib::abs \
+  -e 'exit !grep { -e "$_/Test/NoWarnings.pm" } @INC' >/dev/null 2>&1 \
+  || need+=(libcache-memcached-libmemcached-perl libcache-memcached-perl libanyevent-memcached-perl \
+            liblib-abs-perl libtest-nowarnings-perl)
 # memjs, the Node binary+SASL client.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
