@@ -412,41 +412,13 @@ fn regression_clients_pipelining_tiny_requests_without_reading_stay_within_the_l
     // --conn-buffer-mb on io_uring (a hostile probe). Now it goes only to a connection
     // whose first request is unfinished.
     let h = Hkv::start(&["-t", "1", "-m", "64", "--conn-buffer-mb", "4"]);
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let hogs: Vec<_> = (0..100)
-        .map(|_| {
-            let s = std::net::TcpStream::connect(h.addr).unwrap();
-            let stop = std::sync::Arc::clone(&stop);
-            std::thread::spawn(move || {
-                let mut s = s;
-                s.set_write_timeout(Some(Duration::from_millis(200)))
-                    .unwrap();
-                let unit = b"mn\r\n".repeat(1000);
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    if let Err(e) = s.write_all(&unit) {
-                        if e.kind() != std::io::ErrorKind::WouldBlock
-                            && e.kind() != std::io::ErrorKind::TimedOut
-                        {
-                            break;
-                        }
-                    }
-                }
-                s
-            })
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(3));
-    let mut admin = h.connect();
-    let held = admin.stat_n("hkv", "conn_buffer_bytes");
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (held, hogs) = buffers_after_pipelining_unread(&h, 100, b"mn\r\n");
     // The limit, plus per connection the floor of input and of output (docs/reliability.md),
     // plus one request let past the limit; before: ~100 MB.
     let bound = (4 << 20) + 100 * (2 * (64 << 10)) + (2 << 20);
     assert!(held < bound, "connection buffers hold {} MiB", held >> 20);
     assert_healthy(&h);
-    for t in hogs {
-        drop(t.join().unwrap());
-    }
+    drop(hogs);
 }
 
 #[test]
@@ -503,16 +475,30 @@ fn regression_pipelined_stats_nobody_reads_stay_within_the_limit() {
     // `stats slabs` without reading held 1.4 GB and stalled every other client for 17 s
     // (a hostile probe). Replies besides values are now reckoned as they are planned.
     let h = Hkv::start(&["-t", "1", "-m", "64", "--conn-buffer-mb", "4"]);
+    let (held, hogs) = buffers_after_pipelining_unread(&h, 50, b"stats\r\n");
+    // The limit, per connection the floor of input and of output and one reply past them.
+    let bound = (4 << 20) + 50 * (3 * (64 << 10)) + (2 << 20);
+    assert!(held < bound, "connection buffers hold {} MiB", held >> 20);
+    assert_healthy(&h);
+    drop(hogs);
+}
+
+/// `n` clients pipeline `request` by the thousand for 3 s and read nothing: hkv's
+/// `conn_buffer_bytes` then, and the clients' sockets (open until dropped).
+fn buffers_after_pipelining_unread(
+    h: &Hkv,
+    n: usize,
+    request: &'static [u8],
+) -> (u64, Vec<std::net::TcpStream>) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let hogs: Vec<_> = (0..50)
+    let hogs: Vec<_> = (0..n)
         .map(|_| {
-            let s = std::net::TcpStream::connect(h.addr).unwrap();
+            let mut s = std::net::TcpStream::connect(h.addr).unwrap();
             let stop = std::sync::Arc::clone(&stop);
             std::thread::spawn(move || {
-                let mut s = s;
                 s.set_write_timeout(Some(Duration::from_millis(200)))
                     .unwrap();
-                let unit = b"stats\r\n".repeat(1000);
+                let unit = request.repeat(1000);
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     if let Err(e) = s.write_all(&unit) {
                         if e.kind() != std::io::ErrorKind::WouldBlock
@@ -527,14 +513,7 @@ fn regression_pipelined_stats_nobody_reads_stay_within_the_limit() {
         })
         .collect();
     std::thread::sleep(Duration::from_secs(3));
-    let mut admin = h.connect();
-    let held = admin.stat_n("hkv", "conn_buffer_bytes");
+    let held = h.connect().stat_n("hkv", "conn_buffer_bytes");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    // The limit, per connection the floor of input and of output and one reply past them.
-    let bound = (4 << 20) + 50 * (3 * (64 << 10)) + (2 << 20);
-    assert!(held < bound, "connection buffers hold {} MiB", held >> 20);
-    assert_healthy(&h);
-    for t in hogs {
-        drop(t.join().unwrap());
-    }
+    (held, hogs.into_iter().map(|t| t.join().unwrap()).collect())
 }

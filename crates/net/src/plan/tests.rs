@@ -21,9 +21,13 @@ fn budget() -> PassBudget {
     }
 }
 
-/// Plans `input` once with `pass`: engine requests, steps, where it left the input and
-/// whether more is left for a later pass.
-fn plan(input: &[u8], pass: &mut PassBudget) -> (usize, usize, usize, bool) {
+/// Plans `input` once with `pass` (with `only`, as the hot path): engine requests, steps,
+/// where it left the input and whether more is left for a later pass.
+fn plan_with(
+    input: &[u8],
+    pass: &mut PassBudget,
+    only: Option<&dyn Fn(&Request<'_>) -> bool>,
+) -> (usize, usize, usize, bool) {
     let keys = Bump::new();
     let mut gate = Gate {
         users: None,
@@ -48,10 +52,14 @@ fn plan(input: &[u8], pass: &mut PassBudget) -> (usize, usize, usize, bool) {
         &mut batch,
         &mut steps,
         &mut marks,
-        None,
+        only,
         None,
     );
     (batch.len(), steps.len(), end.pos, end.more)
+}
+
+fn plan(input: &[u8], pass: &mut PassBudget) -> (usize, usize, usize, bool) {
+    plan_with(input, pass, None)
 }
 
 /// A pass took up to -R commands of a connection whatever their replies came to, and a
@@ -90,43 +98,10 @@ fn regression_replies_besides_values_are_reckoned_as_they_are_planned() {
 /// Plans `input` as the hot path does (plain GETs only), then as the ordinary pass does:
 /// how many engine requests each took, and where each left the input.
 fn hot_then_ordinary(input: &[u8]) -> [(usize, usize); 2] {
-    let keys = Bump::new();
-    let limits = Limits::default();
     let only_gets = |r: &Request<'_>| matches!(r.op, Op::Get | Op::Gets);
-    let mut out = [(0, 0); 2];
-    for (run, only) in [Some(&only_gets as &dyn Fn(&Request<'_>) -> bool), None]
-        .into_iter()
-        .enumerate()
-    {
-        let mut gate = Gate {
-            users: None,
-            authfile: None,
-            authed: true,
-            cmds: 0,
-            errors: 0,
-        };
-        let (mut batch, mut steps, mut marks) = (Vec::new(), Vec::new(), Vec::new());
-        let end = pp_plan_input(
-            input,
-            &keys,
-            0,
-            0,
-            None,
-            None,
-            0,
-            &limits,
-            &mut gate,
-            0,
-            &mut budget(),
-            &mut batch,
-            &mut steps,
-            &mut marks,
-            only,
-            None,
-        );
-        out[run] = (batch.len(), end.pos);
-    }
-    out
+    let hot = plan_with(input, &mut budget(), Some(&only_gets));
+    let ordinary = plan(input, &mut budget());
+    [(hot.0, hot.2), (ordinary.0, ordinary.2)]
 }
 
 /// A `gat` key planned on the hot path moved the client's open reads past the batch; the
