@@ -108,9 +108,11 @@ pub(crate) struct PassBudget {
 /// What one `stats` reply is reckoned to take before it is made: `stats slabs` with every
 /// class in use is ~13 KB.
 const STATS_REPLY_ESTIMATE: usize = 16 << 10;
-/// A reply's bytes besides its key and value: a binary header with extras, or a text
-/// `VALUE ... <cas>` line with `END`, or a status line.
-const REPLY_OVERHEAD: usize = 48;
+/// An engine request's reply bytes besides its key and value: a binary header, or most of
+/// a text `VALUE <key> <flags> <bytes> <cas>` line.
+const REQUEST_REPLY_OVERHEAD: usize = 24;
+/// A step's own: a status line (`MN`, `HD`, `STORED`, `END`), or a binary extras field.
+const STEP_REPLY_OVERHEAD: usize = 4;
 
 /// The reply bytes a command's steps and engine requests may take, values aside (the value
 /// budgets bound those). Pipelined `stats slabs` from clients that read nothing held 14 MB
@@ -122,7 +124,10 @@ fn reply_estimate(steps: &[Step], reqs: &[Request<'_>]) -> usize {
         .filter(|s| matches!(s, Step::Stats(_) | Step::BinStats { .. }))
         .count();
     let keys: usize = reqs.iter().map(|r| r.key.len()).sum();
-    stats * STATS_REPLY_ESTIMATE + keys + REPLY_OVERHEAD * steps.len().max(reqs.len())
+    stats * STATS_REPLY_ESTIMATE
+        + keys
+        + REQUEST_REPLY_OVERHEAD * reqs.len()
+        + STEP_REPLY_OVERHEAD * steps.len()
 }
 
 impl PassBudget {
