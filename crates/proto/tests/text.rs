@@ -239,8 +239,8 @@ fn regression_huge_numbers_get_memcached_errors() {
         &b"set k 0 0 -18446744073709551615\r\nx\r\n"[..],
         b"set k 0 18446744073709551615 1\r\nx\r\n",
         b"set k 0 -9223372036854775809 1\r\nx\r\n",
-        b"set k 0 0 -9223372036854775808\r\nx\r\n",
         b"set k 0 0 9223372036854775808\r\nx\r\n",
+        b"set k 0 0 6442450945\r\nx\r\n",
     ] {
         assert_eq!(
             err(line),

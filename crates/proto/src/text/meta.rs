@@ -3,7 +3,7 @@
 
 use super::command::MetaCmd;
 use super::parsed::{bad_format, Limits, Parsed};
-use super::tokens::{parse_i32, parse_i32_low_bits, parse_u32_low_bits, parse_u64};
+use super::tokens::{parse_i32_low_bits, parse_u32_low_bits, parse_u64};
 use crate::errors::{BAD_DATA_CHUNK, ERROR, TOO_LARGE};
 
 /// Every flag letter memcached's meta parser accepts, for every meta command, and hkv's `G`
@@ -340,7 +340,8 @@ pub(crate) fn parse<'a>(
             if n - 3 > MS_MAX_FLAGS {
                 return Parsed::error(crate::errors::meta::TOO_MANY_FLAGS, line_len);
             }
-            let Some(vlen) = parse_i32(tokens[2])
+            // memcached's safe_strtol into an int32: the low 32 bits, as for `set`.
+            let Some(vlen) = parse_i32_low_bits(tokens[2])
                 .filter(|v| (0..=i64::from(i32::MAX) - 2).contains(v))
                 .map(|v| v as usize)
             else {

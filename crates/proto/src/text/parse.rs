@@ -95,6 +95,11 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
     if line.last() == Some(&b'\r') {
         line = &line[..line.len() - 1];
     }
+    // memcached tokenizes the line as a C string: a NUL ends it, and what follows on that
+    // line is ignored (`get a\0b` is `get a`), so a key never holds a NUL.
+    if let Some(nul) = memchr::memchr(0, line) {
+        line = &line[..nul];
+    }
     let Some(name) = split(line).next() else {
         return Parsed::error(ERROR, line_len);
     };
@@ -165,7 +170,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             let key = tokens[1];
             let flags = parse_u32_low_bits(tokens[2]);
             let exptime = parse_i32_low_bits(tokens[3]);
-            let vlen = parse_i32(tokens[4]);
+            // memcached's safe_strtol into an int32: a length of 2^32 + 1 is 1.
+            let vlen = parse_i32_low_bits(tokens[4]);
             let cas = if op == Op::Cas {
                 parse_u64(tokens[5])
             } else {
@@ -465,5 +471,70 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             super::vector::parse(buf, tokens, line_len, limits)
         }
         _ => Parsed::error(ERROR, line_len),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A probe stored `a\0b` under its whole name; memcached ends the line at the NUL.
+    #[test]
+    fn regression_a_nul_ends_the_command_line_as_in_memcached() {
+        let limits = Limits::default();
+        let Parsed::Command { cmd, len } = parse(b"get a\0b\r\nnext", &limits) else {
+            panic!("get with a NUL did not parse");
+        };
+        assert_eq!(len, 9);
+        assert_eq!(
+            cmd,
+            Command::Get {
+                keys: vec![&b"a"[..]].into(),
+                cas: false
+            }
+        );
+        // `set a\0b 0 0 1` is `set a`: too few tokens, and its data line is a command.
+        assert!(matches!(
+            parse(b"set a\0b 0 0 1\r\nx\r\n", &limits),
+            Parsed::Error {
+                error: ERROR,
+                len: 15,
+                ..
+            }
+        ));
+        assert!(matches!(
+            parse(b"version\0junk\r\n", &limits),
+            Parsed::Command {
+                cmd: Command::Version,
+                len: 14
+            }
+        ));
+        assert!(matches!(
+            parse(b"\0\r\n", &limits),
+            Parsed::Error { error: ERROR, .. }
+        ));
+    }
+
+    /// hkv refused `set k 0 0 4294967297`, which memcached's safe_strtol into an int32
+    /// reads as a length of 1; -2^63 is 0 (checked with 1.6.18).
+    #[test]
+    fn regression_a_length_keeps_its_low_32_bits_as_in_memcached() {
+        let limits = Limits::default();
+        for line in [
+            &b"set k 0 0 4294967297\r\nx\r\n"[..],
+            b"ms k 4294967297\r\nx\r\n",
+        ] {
+            assert!(
+                matches!(parse(line, &limits), Parsed::Command { len, .. } if len == line.len()),
+                "{line:?}"
+            );
+        }
+        assert!(matches!(
+            parse(b"set k 0 0 -9223372036854775808\r\nx\r\n", &limits),
+            Parsed::Error {
+                error: crate::errors::BAD_DATA_CHUNK,
+                ..
+            }
+        ));
     }
 }
