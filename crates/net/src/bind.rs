@@ -166,12 +166,12 @@ pub(crate) fn udp_sockets(config: &NetConfig) -> Result<Vec<mio::net::UdpSocket>
         return Ok(Vec::new());
     };
     let bind_err = |e: std::io::Error| NetError::Bind(addr, e);
-    let first = reuseport_udp(addr).map_err(bind_err)?;
+    let first = reuseport_udp(addr, config).map_err(bind_err)?;
     // Port 0 picked a port: the other workers' sockets take the same one.
     let addr = first.local_addr()?;
     let mut v = vec![first];
     for _ in 1..config.threads.max(1) {
-        v.push(reuseport_udp(addr).map_err(bind_err)?);
+        v.push(reuseport_udp(addr, config).map_err(bind_err)?);
     }
     Ok(v)
 }
@@ -179,7 +179,7 @@ pub(crate) fn udp_sockets(config: &NetConfig) -> Result<Vec<mio::net::UdpSocket>
 /// A UDP socket per worker on the same address (SO_REUSEPORT): the kernel spreads
 /// datagrams over the workers by source address, so one client's requests all reach the
 /// same worker and stay in order, and every worker takes UDP load.
-fn reuseport_udp(addr: SocketAddr) -> std::io::Result<mio::net::UdpSocket> {
+fn reuseport_udp(addr: SocketAddr, config: &NetConfig) -> std::io::Result<mio::net::UdpSocket> {
     let fd = reuseport_socket(addr, rustix::net::SocketType::DGRAM)?;
     // A client that keeps many GETs in flight sends them in bursts; at the kernel's default
     // (~200 KiB, a few hundred small datagrams with their overhead) a burst overflows the
@@ -198,6 +198,14 @@ fn reuseport_udp(addr: SocketAddr) -> std::io::Result<mio::net::UdpSocket> {
             nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::UdpGroSegment, &true)
         {
             tracing::info!(error = %e, "UDP GRO refused; datagrams are received one by one");
+        }
+    }
+    // Each datagram's receive time, so that a request its client gave up on while it
+    // waited in the queue is dropped rather than answered (`--udp-max-wait-ms`).
+    if !config.udp_max_wait.is_zero() {
+        let on = nix::sys::socket::sockopt::ReceiveTimestampns;
+        if let Err(e) = nix::sys::socket::setsockopt(&fd, on, &true) {
+            tracing::info!(error = %e, "UDP receive times refused; no request is dropped as stale");
         }
     }
     Ok(mio::net::UdpSocket::from_std(std::net::UdpSocket::from(fd)))

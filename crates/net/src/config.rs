@@ -75,6 +75,9 @@ pub struct NetConfig {
     /// `--busy-poll-us`: the longest a worker polls without sleeping once it runs out of
     /// work (adaptive below that; zero: never).
     pub busy_poll: std::time::Duration,
+    /// `--udp-max-wait-ms`: a UDP request that waited longer in its socket's receive
+    /// queue is dropped unanswered (zero: never).
+    pub udp_max_wait: std::time::Duration,
 }
 
 /// `-B ascii|binary`: the one protocol connections speak.
@@ -183,6 +186,7 @@ impl Default for NetConfig {
             io: IoMode::Auto,
             accept: AcceptMode::Auto,
             busy_poll: std::time::Duration::ZERO,
+            udp_max_wait: std::time::Duration::from_secs(1),
         }
     }
 }

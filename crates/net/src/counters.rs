@@ -25,6 +25,7 @@ pub struct ServerStats {
     pub udp_gso_sends: AtomicU64,
     /// UDP receives that carried several datagrams of one client coalesced (GRO).
     pub udp_gro_receives: AtomicU64,
+    pub udp_stale_drops: AtomicU64,
     /// Connections whose end (or input) a peek found after their receive missed it.
     pub uring_missed_ends: AtomicU64,
     pub cmd_flush: AtomicU64,

@@ -4,6 +4,7 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::AsRawFd;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::sys::socket::{
     recvmmsg, sendmmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags, MultiHeaders,
@@ -59,10 +60,17 @@ pub(crate) struct UdpBatch {
     /// Receives that carried several coalesced datagrams (UDP GRO) since the caller last
     /// took them (`udp_gro_receives`).
     pub gro_receives: u64,
+    /// Requests older than this by their kernel receive time are dropped unanswered
+    /// (`--udp-max-wait-ms`); `None` keeps them all.
+    max_wait: Option<Duration>,
+    /// Datagrams dropped so since the caller last took them (`udp_stale_drops`).
+    pub stale_drops: u64,
 }
 
 impl UdpBatch {
-    pub fn new() -> UdpBatch {
+    /// `max_wait`: see [`UdpBatch::max_wait`] (zero: none); the socket must have
+    /// SO_TIMESTAMPNS on for it to apply (a datagram without its receive time is kept).
+    pub fn new(max_wait: Duration) -> UdpBatch {
         UdpBatch {
             slots: (0..RECV_SLOTS).map(|_| vec![0u8; SLOT_BYTES]).collect(),
             out: Vec::new(),
@@ -74,7 +82,14 @@ impl UdpBatch {
             gso: std::env::var_os("HKV_UDP_GSO").is_none_or(|v| v != "0"),
             gso_sends: 0,
             gro_receives: 0,
+            max_wait: Some(max_wait).filter(|w| !w.is_zero()),
+            stale_drops: 0,
         }
+    }
+
+    /// A worker's batch, where it serves UDP.
+    pub fn boxed_if(udp: bool, max_wait: Duration) -> Option<Box<UdpBatch>> {
+        udp.then(|| Box::new(UdpBatch::new(max_wait)))
     }
 
     /// Takes back a request's buffers once its pass is done.
@@ -98,12 +113,20 @@ impl UdpBatch {
         mut f: impl FnMut(SocketAddr, &[u8], &mut Payloads),
     ) -> io::Result<usize> {
         // The headers hold raw pointers (not Send): made per call, a few small allocations
-        // beside a system call. Each has room for the UDP_GRO message (its segment size).
+        // beside a system call. Each has room for the UDP_GRO message (its segment size)
+        // and the receive time.
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(
             RECV_SLOTS,
-            Some(nix::cmsg_space!(libc::c_int)),
+            Some(nix::cmsg_space!(libc::c_int, libc::timespec)),
         );
-        let got: Vec<(usize, Option<SocketAddr>, bool, Option<usize>)> = {
+        type Got = (
+            usize,
+            Option<SocketAddr>,
+            bool,
+            Option<usize>,
+            Option<Duration>,
+        );
+        let got: Vec<Got> = {
             let mut iovs: Vec<[IoSliceMut<'_>; 1]> = self
                 .slots
                 .iter_mut()
@@ -123,16 +146,29 @@ impl UdpBatch {
                     m.address.as_ref().and_then(to_std),
                     m.flags.contains(MsgFlags::MSG_TRUNC),
                     gro_segment(&m),
+                    received_at(&m),
                 )
             })
             .collect()
         };
         let n = got.len();
-        for (i, (bytes, peer, truncated, segment)) in got.into_iter().enumerate() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        for (i, (bytes, peer, truncated, segment, at)) in got.into_iter().enumerate() {
             let (Some(peer), false, Some(segment)) = (peer, truncated, segment) else {
                 continue;
             };
             let buf = &self.slots[i][..bytes.min(SLOT_BYTES)];
+            if stale(at, now, self.max_wait) {
+                // Its client has given up on it: answering now would only delay the
+                // requests queued behind it (a flood left UDP unanswered for seconds).
+                self.stale_drops += match segment {
+                    0 => 1,
+                    s => buf.len().div_ceil(s) as u64,
+                };
+                continue;
+            }
             if segment > 0 && segment < buf.len() {
                 self.gro_receives += 1;
                 for d in buf.chunks(segment) {
@@ -309,6 +345,23 @@ fn gro_segment<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<usize> {
     Some(0)
 }
 
+/// The kernel's receive time of a datagram (SO_TIMESTAMPNS), since the Unix epoch.
+fn received_at<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<Duration> {
+    m.cmsgs().ok()?.find_map(|c| match c {
+        ControlMessageOwned::ScmTimestampns(t) => Some(Duration::from(t)),
+        _ => None,
+    })
+}
+
+/// Whether a datagram received at `at` has waited past `max_wait` by `now` (wall-clock
+/// times: a clock stepped back makes nothing stale).
+fn stale(at: Option<Duration>, now: Duration, max_wait: Option<Duration>) -> bool {
+    match (at, max_wait) {
+        (Some(at), Some(max)) => now.saturating_sub(at) > max,
+        _ => false,
+    }
+}
+
 /// Most datagrams in one GSO send (the kernel's UDP_MAX_SEGMENTS).
 const GSO_MAX_SEGMENTS: usize = 64;
 /// Most bytes in one GSO send: one IP packet's worth, less its headers.
@@ -369,7 +422,7 @@ mod tests {
             c.send_to(format!("ping {i}").as_bytes(), addr).unwrap();
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
-        let mut b = UdpBatch::new();
+        let mut b = UdpBatch::new(Duration::ZERO);
         let mut seen = Vec::new();
         b.receive(&server, |peer, d, _| seen.push((peer, d.to_vec())))
             .unwrap();
@@ -401,7 +454,7 @@ mod tests {
         let server = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let to = peer.local_addr().unwrap();
-        let mut b = UdpBatch::new();
+        let mut b = UdpBatch::new(Duration::ZERO);
         // Small replies first, then long ones reusing their buffers, several passes.
         for pass in 0..4 {
             for i in 0..300usize {
@@ -455,7 +508,7 @@ mod tests {
             d.resize(len, b'.');
             d
         };
-        let mut b = UdpBatch::new();
+        let mut b = UdpBatch::new(Duration::ZERO);
         // a's replies interleaved with b2's, as a pass answers them; a's last is shorter.
         for i in 0..10 {
             b.out.push((a.local_addr().unwrap(), dgram("a", i, 100)));

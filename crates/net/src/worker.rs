@@ -15,6 +15,7 @@ use crate::conn::Conn;
 use crate::counters::TaskTimes;
 use crate::plan::ReadMark;
 use crate::shared::Shared;
+use crate::udp::UdpBatch;
 use hkv_proto::step::Step;
 
 mod datagrams;
@@ -83,12 +84,11 @@ pub(crate) struct Worker {
     udp_reqs: Vec<crate::udp::UdpRequest>,
     /// Datagrams to go on with in the next pass (at most UDP_PER_PASS: they count in it).
     udp_carry: Vec<crate::udp::UdpRequest>,
-    /// Datagrams received past a pass's UDP_PER_PASS (one GRO receive brings up to 128,
-    /// Linux's UDP_MAX_SEGMENTS since 6.9), in the order they came: taken before anything
-    /// new is received, so a pass stays at UDP_PER_PASS and this holds at most one
-    /// `recvmmsg`'s worth (1 MiB of payload, 2,047 datagrams).
+    /// Datagrams received past a pass's UDP_PER_PASS (a GRO receive brings up to 128), in
+    /// the order they came: taken before anything new is received, so a pass stays at
+    /// UDP_PER_PASS and this holds at most one `recvmmsg`'s worth (1 MiB, 2,047 datagrams).
     udp_pending: std::collections::VecDeque<crate::udp::UdpRequest>,
-    udp_batch: Option<Box<crate::udp::UdpBatch>>,
+    udp_batch: Option<Box<UdpBatch>>,
     /// A datagram's reply while it is composed (kept: a datagram's reply is small, and
     /// shrunk after one that was not).
     udp_reply: hkv_proto::output::Output,
@@ -184,6 +184,7 @@ impl Worker {
             id,
             poll,
             incoming,
+            udp_batch: UdpBatch::boxed_if(udp.is_some(), shared.config.udp_max_wait),
             shared,
             _waker: waker,
             conns: Slab::new(),
@@ -196,7 +197,6 @@ impl Worker {
             throttle_due: None,
             exempt: None,
             udp_ready: udp.is_some(),
-            udp_batch: udp.is_some().then(|| Box::new(crate::udp::UdpBatch::new())),
             udp_reply: Default::default(),
             udp,
             udp_reqs: Vec::new(),

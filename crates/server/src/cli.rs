@@ -156,6 +156,11 @@ pub struct Cli {
     /// costs and gains.
     #[arg(long = "busy-poll-us")]
     pub busy_poll_us: Option<u64>,
+    /// Milliseconds a UDP request may wait in its socket's receive queue: one that waited
+    /// longer is dropped unanswered (its client has given up; a flood would otherwise leave
+    /// UDP answering seconds-old requests), counted in `udp_stale_drops`. 0 never drops.
+    #[arg(long = "udp-max-wait-ms", value_name = "MS")]
+    pub udp_max_wait_ms: Option<u64>,
     /// Values at least this many bytes long are sent from item memory without being copied
     /// (the chunk is kept from reuse until the send ends); 0 always copies. The default is
     /// where copying stopped paying on the development machine (docs/network.md).

@@ -37,6 +37,8 @@ pub struct Settings {
     pub accept: String,
     /// `--busy-poll-us`.
     pub busy_poll_us: u64,
+    /// `--udp-max-wait-ms` (0: never drop).
+    pub udp_max_wait_ms: u64,
     /// `--zero-copy-min` (0: never).
     pub zero_copy_min: usize,
     pub opencl_device: Option<usize>,
@@ -102,6 +104,7 @@ impl Default for Settings {
             io: "auto".into(),
             accept: "auto".into(),
             busy_poll_us: 0,
+            udp_max_wait_ms: 1000,
             zero_copy_min: DEFAULT_ZERO_COPY_MIN,
             opencl_device: None,
             batch_interval_us: "0..1000".into(),
@@ -189,6 +192,9 @@ impl Settings {
         }
         if let Some(v) = cli.busy_poll_us {
             s.busy_poll_us = v;
+        }
+        if let Some(v) = cli.udp_max_wait_ms {
+            s.udp_max_wait_ms = v;
         }
         if let Some(v) = cli.zero_copy_min {
             s.zero_copy_min = v;

@@ -221,6 +221,7 @@ fn run() -> anyhow::Result<()> {
             io: settings.io.parse().map_err(anyhow::Error::msg)?,
             accept: settings.accept.parse().map_err(anyhow::Error::msg)?,
             busy_poll: std::time::Duration::from_micros(settings.busy_poll_us),
+            udp_max_wait: std::time::Duration::from_millis(settings.udp_max_wait_ms),
             ..NetConfig::default()
         },
         || match &user {

@@ -262,6 +262,8 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "arena_limit", Gauge, "item memory budget", |s| Val::U(s.shared.engine.arena().limit() as u64);
     "udp_gso_sends", Counter, "UDP sends that carried a run of reply datagrams to one client (GSO)", |s| s.server(|v| load(&v.udp_gso_sends));
     "udp_gro_receives", Counter, "UDP receives that carried a run of one client's datagrams coalesced (GRO)", |s| s.server(|v| load(&v.udp_gro_receives));
+    "udp_stale_drops", Counter, "UDP requests dropped unanswered: they waited past --udp-max-wait-ms in the receive queue", |s| s.server(|v| load(&v.udp_stale_drops));
+    "udp_max_wait_ms", Setting, "--udp-max-wait-ms (0: UDP requests are answered however long they waited)", |s| Val::U(s.shared.config.udp_max_wait.as_millis() as u64);
     "uring_missed_ends", Counter, "io_uring connections whose end or input a receive missed and a peek found", |s| s.server(|v| load(&v.uring_missed_ends));
     "zero_copy_values", Counter, "hits sent from item memory without a copy (--zero-copy-min)", |s| Val::U(s.e.zero_copy_values);
     "pinned_items", Gauge, "items whose chunk a send is reading now", |s| Val::U(s.st.pinned_chunks);

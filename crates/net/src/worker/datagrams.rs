@@ -49,6 +49,10 @@ impl Worker {
                     crate::udp::Frame::Drop => {}
                 }
             });
+            let stale = std::mem::take(&mut batch.stale_drops);
+            if stale > 0 {
+                stats.udp_stale_drops.fetch_add(stale, Ordering::Relaxed);
+            }
             match got {
                 Ok(n) if n < crate::udp::RECV_SLOTS => {
                     // The socket was emptied; a datagram arriving after this raises a new

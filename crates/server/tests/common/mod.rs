@@ -65,11 +65,16 @@ impl Hkv {
         self.signal("TERM")
     }
 
-    /// Sends `SIG<name>` and waits up to 10 s; returns whether it exited cleanly.
-    pub fn signal(&mut self, name: &str) -> bool {
+    /// Sends `SIG<name>` (`STOP` and `CONT` to hold the server still).
+    pub fn signal_only(&self, name: &str) {
         let _ = Command::new("kill")
             .args([&format!("-{name}"), &self.pid().to_string()])
             .status();
+    }
+
+    /// Sends `SIG<name>` and waits up to 10 s; returns whether it exited cleanly.
+    pub fn signal(&mut self, name: &str) -> bool {
+        self.signal_only(name);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
