@@ -110,6 +110,8 @@ SCRIPTS = [
     # memcached reads a command line as a C string: a NUL ends it (keys never hold one).
     b"set a\x00b 0 0 1\r\nx\r\nget a\x00b\r\nset k 0 0 1\r\nx\r\nmg k\x00 v\r\nmg a\x00b v\r\n"
     b"delete k\x00b\r\nincr k\x00 1\r\nms a\x00b 1\r\nx\r\nmn\x00junk\r\n\x00\r\nget k\r\n",
+    # flush_all at a Unix time from before the server started flushes nothing.
+    b"set f 0 0 1\r\nx\r\nflush_all 1000000000\r\nget f\r\nflush_all 2592001 noreply\r\nget f\r\n",
     # Data lengths keep their low 32 bits too (safe_strtol into an int32).
     b"set c 0 0 4294967297\r\nx\r\nget c\r\nms m 4294967297\r\ny\r\nmg m v\r\nset c 0 0 6442450945\r\nx\r\n"
     b"set c 0 0 -4294967295\r\nz\r\nget c\r\nset e 0 0 -9223372036854775808\r\n\r\nget e\r\n",

@@ -280,6 +280,15 @@ impl Engine {
         }
     }
 
+    /// `flush_all` at an absolute time from before the server started: memcached flushes
+    /// nothing then (its `realtime()` makes the time 1, and `oldest_live` 0, "no flush"),
+    /// and a delayed flush still to come is called off.
+    pub fn cancel_flush(&self) {
+        for p in 0..self.partitions.len() {
+            self.lock(p).cancel_flush();
+        }
+    }
+
     /// Partition `p`, locked (tests and tools look inside; a batch run while it is held
     /// would wait for it).
     pub fn partition(&self, p: usize) -> MutexGuard<'_, Partition> {

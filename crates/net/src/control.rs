@@ -13,10 +13,22 @@ pub(crate) fn flush_all(shared: &Shared, delay: i64, now: u32, count_refused: bo
     if allowed || count_refused {
         shared.stats.cmd_flush.fetch_add(1, Ordering::Relaxed);
     }
-    if allowed {
+    if allowed && predates_start(shared, delay, now) {
+        shared.engine.cancel_flush();
+    } else if allowed {
         shared.engine.flush_all(delay, now);
     }
     allowed
+}
+
+/// Whether `delay` is an absolute time no later than memcached's `process_started` + 1: it
+/// takes its start as `ITEM_UPDATE_INTERVAL` + 2 = 62 s before the real one, and such a
+/// time flushes nothing (a client passing a stale timestamp keeps its items, as on
+/// memcached).
+fn predates_start(shared: &Shared, delay: i64, now: u32) -> bool {
+    let up = i64::try_from(shared.started.elapsed().as_secs()).unwrap_or(i64::MAX);
+    let process_started = i64::from(now).saturating_sub(up).saturating_sub(62);
+    delay > hkv_engine::REALTIME_MAXDELTA && delay <= process_started + 1
 }
 
 /// `cache_memlimit <MB>`: the new limit, or memcached's refusal below 8 MB.

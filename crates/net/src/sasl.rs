@@ -182,6 +182,9 @@ fn gate_binary_authenticating(
                     reply(steps, status::SUCCESS, b"Authenticated");
                 }
                 None => {
+                    // memcached logs the connection out on a failed AUTH or STEP, even one
+                    // that was authenticated: a failed switch of user keeps no login.
+                    gate.authed = false;
                     gate.errors += 1;
                     reply(steps, status::AUTH_ERROR, b"");
                 }
@@ -189,6 +192,7 @@ fn gate_binary_authenticating(
         }
         // Another mechanism, or a STEP (PLAIN has no second step).
         _ => {
+            gate.authed = false;
             gate.errors += 1;
             reply(steps, status::AUTH_ERROR, b"");
         }
@@ -291,6 +295,39 @@ mod tests {
             ]
         );
         assert_eq!((g.cmds, g.errors), (5, 3));
+    }
+
+    /// hkv kept the first login after a failed second AUTH (or a STEP after it): the
+    /// connection went on as the earlier user. memcached 1.6.18 (SASL with a sasldb)
+    /// answers the GET after either with an auth error.
+    #[test]
+    fn regression_a_failed_reauthentication_logs_the_connection_out() {
+        let users = SaslUsers::parse("alice:secret\nbob:other").unwrap();
+        for second in [
+            req(op::SASL_AUTH, b"PLAIN", b"\0bob\0wrong"),
+            req(op::SASL_STEP, b"PLAIN", b"\0alice\0secret"),
+            req(op::SASL_AUTH, b"CRAM-MD5", b"x"),
+        ] {
+            let mut g = Gate {
+                users: Some(&users),
+                authfile: None,
+                authed: false,
+                cmds: 0,
+                errors: 0,
+            };
+            let mut steps = Vec::new();
+            let good = req(op::SASL_AUTH, b"PLAIN", b"\0alice\0secret");
+            gate_binary(&good, &mut g, &mut steps);
+            assert!(g.authed);
+            gate_binary(&second, &mut g, &mut steps);
+            assert!(!g.authed, "still logged in after {second:?}");
+            assert!(matches!(
+                gate_binary(&req(op::GET, b"k", b""), &mut g, &mut steps),
+                Verdict::Close
+            ));
+            let all = [status::SUCCESS, status::AUTH_ERROR, status::AUTH_ERROR];
+            assert_eq!(statuses(&steps), all);
+        }
     }
 
     #[test]

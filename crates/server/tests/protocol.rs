@@ -232,6 +232,35 @@ fn flush_all_now_and_delayed() {
 }
 
 #[test]
+fn regression_flush_all_at_a_time_before_the_start_flushes_nothing_as_in_memcached() {
+    // hkv took any past absolute time as "now" and flushed everything; memcached 1.6.18
+    // flushes nothing for a time before it started, and calls off a delayed flush.
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    c.call("set a 0 0 1\r\n1\r\n", "\r\n");
+    assert_eq!(
+        c.call("flush_all 1000000000\r\nget a\r\n", "END\r\n"),
+        "OK\r\nVALUE a 0 1\r\n1\r\nEND\r\n"
+    );
+    c.call("flush_all 2\r\nflush_all 2592001\r\n", "OK\r\nOK\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(3100));
+    assert_eq!(
+        c.call("get a\r\n", "END\r\n"),
+        "VALUE a 0 1\r\n1\r\nEND\r\n"
+    );
+    // A time since the start is a flush, at once when it has passed.
+    let since_start = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 1;
+    assert_eq!(
+        c.call(&format!("flush_all {since_start}\r\nget a\r\n"), "END\r\n"),
+        "OK\r\nEND\r\n"
+    );
+}
+
+#[test]
 fn expiry_is_honoured() {
     let h = Hkv::start(&[]);
     let mut c = h.connect();

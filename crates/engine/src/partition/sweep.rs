@@ -14,6 +14,11 @@ impl Partition {
         }
     }
 
+    /// A delayed `flush_all` called off (see [`crate::Engine::cancel_flush`]).
+    pub fn cancel_flush(&mut self) {
+        self.flush_at = None;
+    }
+
     pub(super) fn flush_now(&mut self) {
         // Retired versions are freed with everything else.
         self.pending.clear();
