@@ -125,18 +125,17 @@ def number(rng):
 
 
 def length(rng, n):
-    # Not 2^32: memcached 1.6.18 truncates a data length to 32 bits and reads 0 bytes.
+    # 2^32 included: memcached 1.6.18 keeps a data length's low 32 bits (0 bytes), as hkv does.
     if rng.random() < 0.85:
         return str(n).encode()
-    return rng.choice([t for t in NUMBERS if t != b"4294967296"])
+    return rng.choice(NUMBERS)
 
 
 def value_cmd(rng, verb, key):
     n = rng.choice([0, 1, 2, 3, 8])
     data = bytes(rng.choice(b"0123456789ab") for _ in range(n))
-    # Not 2^32 and up: memcached 1.6.18 stores them truncated to 32 bits (a silent
-    # corruption newer memcached refuses, as hkv does: CLIENT_ERROR).
-    flags = rng.choice([b"0", b"0", b"7", b"4294967295", b"-1", b"x"])
+    # Past 2^32 too: memcached 1.6.18 keeps their low 32 bits, as hkv does.
+    flags = rng.choice([b"0", b"0", b"7", b"4294967295", b"4294967297", b"-1", b"x"])
     parts = [verb, key, flags, b"0", length(rng, n)]
     if verb == b"cas":
         parts.append(rng.choice([b"1", b"0", b"99999999", b"x"]))

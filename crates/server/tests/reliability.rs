@@ -128,9 +128,10 @@ fn regression_huge_numbers_are_refused_and_do_not_panic() {
             "set k 0 18446744073709551615 1\r\nx\r\n",
             "CLIENT_ERROR bad command line format\r\nERROR\r\n",
         ),
+        // A length keeps its low 32 bits, as memcached's safe_strtol into an int32: 0 here.
         (
             "set k 0 0 -9223372036854775808\r\nx\r\n",
-            "CLIENT_ERROR bad command line format\r\nERROR\r\n",
+            "CLIENT_ERROR bad data chunk\r\nERROR\r\n",
         ),
         // strtol reads -2^63 and memcached keeps its low 32 bits (0); one less is out of
         // its range.
