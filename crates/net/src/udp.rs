@@ -68,7 +68,7 @@ pub(crate) struct UdpBatch {
 }
 
 impl UdpBatch {
-    /// `max_wait`: see [`UdpBatch::max_wait`] (zero: none); the socket must have
+    /// `max_wait`: as the field of that name (zero: none); the socket must have
     /// SO_TIMESTAMPNS on for it to apply (a datagram without its receive time is kept).
     pub fn new(max_wait: Duration) -> UdpBatch {
         UdpBatch {
