@@ -229,6 +229,16 @@ mod tests {
         }
     }
 
+    fn fresh_gate(users: Option<&SaslUsers>) -> Gate<'_> {
+        Gate {
+            users,
+            authfile: None,
+            authed: false,
+            cmds: 0,
+            errors: 0,
+        }
+    }
+
     fn statuses(steps: &[Step]) -> Vec<u16> {
         steps
             .iter()
@@ -242,13 +252,7 @@ mod tests {
     #[test]
     fn the_gate_lets_nothing_but_version_and_sasl_through_before_auth() {
         let users = SaslUsers::parse("alice:secret").unwrap();
-        let mut g = Gate {
-            users: Some(&users),
-            authfile: None,
-            authed: false,
-            cmds: 0,
-            errors: 0,
-        };
+        let mut g = fresh_gate(Some(&users));
         let mut steps = Vec::new();
         assert!(matches!(
             gate_binary(&req(op::VERSION, b"", b""), &mut g, &mut steps),
@@ -308,13 +312,7 @@ mod tests {
             req(op::SASL_STEP, b"PLAIN", b"\0alice\0secret"),
             req(op::SASL_AUTH, b"CRAM-MD5", b"x"),
         ] {
-            let mut g = Gate {
-                users: Some(&users),
-                authfile: None,
-                authed: false,
-                cmds: 0,
-                errors: 0,
-            };
+            let mut g = fresh_gate(Some(&users));
             let mut steps = Vec::new();
             let good = req(op::SASL_AUTH, b"PLAIN", b"\0alice\0secret");
             gate_binary(&good, &mut g, &mut steps);
@@ -332,13 +330,7 @@ mod tests {
 
     #[test]
     fn without_sasl_the_gate_is_open_and_sasl_commands_are_unknown() {
-        let mut g = Gate {
-            users: None,
-            authfile: None,
-            authed: false,
-            cmds: 0,
-            errors: 0,
-        };
+        let mut g = fresh_gate(None);
         let mut steps = Vec::new();
         assert!(g.open());
         assert!(matches!(

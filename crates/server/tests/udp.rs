@@ -538,19 +538,24 @@ fn answered_after_a_stop(h: &Hkv, stopped: Duration) -> usize {
     answered
 }
 
-#[test]
-fn regression_requests_that_waited_past_udp_max_wait_are_dropped_not_answered_late() {
-    // After a flood of UDP multigets of large values, hkv's 4 MiB receive queue held
-    // seconds of work: UDP answered again 3.8-5.3 s after the flood ended (memcached ~1 s)
-    // because every queued request was answered, long after its client had given up.
-    let h = Hkv::start(&[
+fn udp_server_waiting_at_most(ms: &str) -> Hkv {
+    let args = [
         "--udp-listen",
         "127.0.0.1:0",
         "-t",
         "1",
         "--udp-max-wait-ms",
-        "200",
-    ]);
+        ms,
+    ];
+    Hkv::start(&args)
+}
+
+#[test]
+fn regression_requests_that_waited_past_udp_max_wait_are_dropped_not_answered_late() {
+    // After a flood of UDP multigets of large values, hkv's 4 MiB receive queue held
+    // seconds of work: UDP answered again 3.8-5.3 s after the flood ended (memcached ~1 s)
+    // because every queued request was answered, long after its client had given up.
+    let h = udp_server_waiting_at_most("200");
     assert_eq!(answered_after_a_stop(&h, Duration::from_millis(600)), 0);
     let mut c = h.connect();
     assert_eq!(c.stat_n("hkv", "udp_stale_drops"), 3);
@@ -559,14 +564,7 @@ fn regression_requests_that_waited_past_udp_max_wait_are_dropped_not_answered_la
     assert_eq!(answered_after_a_stop(&h, Duration::from_millis(20)), 3);
     assert_healthy(&h);
     // 0 answers whatever waited, as memcached does.
-    let h = Hkv::start(&[
-        "--udp-listen",
-        "127.0.0.1:0",
-        "-t",
-        "1",
-        "--udp-max-wait-ms",
-        "0",
-    ]);
+    let h = udp_server_waiting_at_most("0");
     assert_eq!(answered_after_a_stop(&h, Duration::from_millis(600)), 3);
     assert_eq!(h.connect().stat_n("hkv", "udp_stale_drops"), 0);
 }
