@@ -89,6 +89,12 @@ pub(crate) fn crawler(shared: &Shared, op: &hkv_proto::step::CrawlerOp, now: u32
     use hkv_proto::step::CrawlerOp;
     let engine = &shared.engine;
     match op {
+        // A class that does not exist, refused after memcached's earlier checks.
+        CrawlerOp::Crawl(Some(ids)) if ids.is_empty() => match () {
+            _ if !engine.crawler_enabled() => hkv_proto::errors::admin::CRAWLER_DISABLED,
+            _ if engine.crawling() => hkv_proto::errors::admin::CRAWLER_BUSY,
+            _ => hkv_proto::errors::admin::BAD_CLASS_ID,
+        },
         CrawlerOp::Crawl(ids) => {
             let classes: Option<Vec<usize>> = ids
                 .as_ref()

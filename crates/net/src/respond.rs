@@ -140,10 +140,8 @@ pub(crate) fn wr_compose(
             }
         }
         Step::Crawler(ref op) => line(out, control::crawler(shared, op, now)),
-        Step::MetaDump(ref classes) => match dump_refused(shared, out, true) {
+        Step::MetaDump(ref classes) => match metadump_refused(shared, out, classes) {
             Some(why) => line(out, why),
-            // memcached's crawler runs one job at a time: a metadump waits for no crawl.
-            None if shared.engine.crawling() => line(out, hkv_proto::errors::admin::CRAWLER_BUSY),
             // The metadump ends its pass (a barrier): the worker streams it from the next.
             None => match conn {
                 Some(Streams { dump, .. }) => {
@@ -197,6 +195,33 @@ fn is_dump(args: &[Vec<u8>]) -> bool {
 }
 
 /// Whether a dump (megabytes, built before it is sent) must be refused, and in what words.
+/// Why a metadump is not started, in memcached's order: the crawler disabled, dumps
+/// disabled (`-X`), replies still queued (or buffers over their limit), a crawl running
+/// (memcached's crawler runs one job at a time), then a class that does not exist.
+fn metadump_refused(
+    shared: &Shared,
+    out: &Output,
+    classes: &Option<Vec<u32>>,
+) -> Option<&'static str> {
+    use hkv_proto::errors::admin;
+    if !shared.engine.crawler_enabled() {
+        return Some(admin::CRAWLER_DISABLED);
+    }
+    if shared.config.disable_dumping {
+        return Some(admin::METADUMP_DISABLED);
+    }
+    if let Some(why) = dump_refused(shared, out, true) {
+        return Some(why);
+    }
+    if shared.engine.crawling() {
+        return Some(admin::CRAWLER_BUSY);
+    }
+    classes
+        .as_ref()
+        .is_some_and(Vec::is_empty)
+        .then_some(admin::BAD_CLASS_ID)
+}
+
 /// Pipelined dumps nobody reads grew the server by 16 MiB per 26-byte `lru_crawler metadump
 /// all` (a hostile probe: 1.6 GB from one connection). Like memcached's crawler, which runs
 /// one dump at a time and refuses one queued behind other replies, a metadump waits for the

@@ -63,8 +63,10 @@ pub(crate) struct UdpBatch {
     /// Requests older than this by their kernel receive time are dropped unanswered
     /// (`--udp-max-wait-ms`); `None` keeps them all.
     max_wait: Option<Duration>,
-    /// Datagrams dropped so since the caller last took them (`udp_stale_drops`).
+    /// Datagrams dropped so since the caller last took them (`udp_stale_drops`), and their
+    /// bytes (read all the same: `bytes_read`).
     pub stale_drops: u64,
+    pub stale_bytes: u64,
 }
 
 impl UdpBatch {
@@ -84,6 +86,7 @@ impl UdpBatch {
             gro_receives: 0,
             max_wait: Some(max_wait).filter(|w| !w.is_zero()),
             stale_drops: 0,
+            stale_bytes: 0,
         }
     }
 
@@ -167,6 +170,7 @@ impl UdpBatch {
                     0 => 1,
                     s => buf.len().div_ceil(s) as u64,
                 };
+                self.stale_bytes += buf.len() as u64;
                 continue;
             }
             if segment > 0 && segment < buf.len() {

@@ -43,6 +43,8 @@ pub enum Step {
         megabytes: u64,
         noreply: bool,
     },
+    /// `lru_crawler metadump`: `None` is every class; an empty list, one naming a class that
+    /// does not exist (`BADCLASS`, answered after memcached's earlier checks).
     MetaDump(Option<Vec<u32>>),
     /// `lru_crawler crawl|sleep|tocrawl|enable|disable`.
     Crawler(CrawlerOp),
@@ -168,7 +170,9 @@ pub enum BinStep {
 /// What an `lru_crawler` command asks of memcached's LRU crawler (hkv's expiry sweep).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CrawlerOp {
-    /// `crawl <all|ids>`: reclaim expired items now; `None` is every class.
+    /// `crawl <all|ids>`: reclaim expired items now; `None` is every class, an empty list
+    /// one naming a class that does not exist (`BADCLASS` once the crawler is found enabled
+    /// and idle, as memcached checks).
     Crawl(Option<Vec<u32>>),
     /// `sleep <microseconds>` between items (at most a second).
     Sleep(u32),

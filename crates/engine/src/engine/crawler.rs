@@ -89,6 +89,11 @@ impl Engine {
         Ok(())
     }
 
+    /// `lru_crawler enable|disable`'s state.
+    pub fn crawler_enabled(&self) -> bool {
+        self.crawler.enabled.load(Ordering::Relaxed)
+    }
+
     /// Whether a crawl asked for has not finished yet.
     pub fn crawling(&self) -> bool {
         self.crawler

@@ -52,6 +52,8 @@ impl Worker {
             let stale = std::mem::take(&mut batch.stale_drops);
             if stale > 0 {
                 stats.udp_stale_drops.fetch_add(stale, Ordering::Relaxed);
+                let bytes = std::mem::take(&mut batch.stale_bytes);
+                stats.bytes_read.fetch_add(bytes, Ordering::Relaxed);
             }
             match got {
                 Ok(n) if n < crate::udp::RECV_SLOTS => {

@@ -95,7 +95,8 @@ pub enum Command<'a> {
         mode: Option<u8>,
         noreply: bool,
     },
-    /// `lru_crawler metadump <all|class ids>`: `None` asks for every class.
+    /// `lru_crawler metadump <all|class ids>`: `None` asks for every class; an empty list
+    /// names a class that does not exist.
     MetaDump {
         classes: Option<Vec<u32>>,
     },

@@ -421,23 +421,23 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     // Ids as `crawl` takes them: memcached has classes 1 to 63.
                     .map(|t| parse_u32(t).filter(|&c| (1..64).contains(&c)))
                     .collect();
-                match ids {
-                    Some(ids) => cmd(Command::MetaDump { classes: Some(ids) }),
-                    None => Parsed::error(crate::errors::admin::BAD_CLASS_ID, line_len),
-                }
+                // A bad id is answered after the crawler's state is checked, as memcached
+                // checks it: an empty list carries it there.
+                cmd(Command::MetaDump {
+                    classes: Some(ids.unwrap_or_default()),
+                })
             }
             (Some(b"crawl"), Some(list)) if n == 3 => {
                 let ids: Option<Vec<u32>> = if list == b"all" {
                     None
                 } else {
-                    match list
+                    // As for metadump: a bad id is an empty list, refused after the checks
+                    // memcached makes first.
+                    let ids = list
                         .split(|&b| b == b',')
                         .map(|t| parse_u32(t).filter(|&c| (1..64).contains(&c)))
-                        .collect::<Option<Vec<u32>>>()
-                    {
-                        Some(ids) => Some(ids),
-                        None => return Parsed::error(crate::errors::admin::BAD_CLASS_ID, line_len),
-                    }
+                        .collect::<Option<Vec<u32>>>();
+                    Some(ids.unwrap_or_default())
                 };
                 cmd(Command::Crawler(CrawlerOp::Crawl(ids)))
             }
