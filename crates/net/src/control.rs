@@ -89,12 +89,6 @@ pub(crate) fn crawler(shared: &Shared, op: &hkv_proto::step::CrawlerOp, now: u32
     use hkv_proto::step::CrawlerOp;
     let engine = &shared.engine;
     match op {
-        // A class that does not exist, refused after memcached's earlier checks.
-        CrawlerOp::Crawl(Some(ids)) if ids.is_empty() => match () {
-            _ if !engine.crawler_enabled() => hkv_proto::errors::admin::CRAWLER_DISABLED,
-            _ if engine.crawling() => hkv_proto::errors::admin::CRAWLER_BUSY,
-            _ => hkv_proto::errors::admin::BAD_CLASS_ID,
-        },
         CrawlerOp::Crawl(ids) => {
             let classes: Option<Vec<usize>> = ids
                 .as_ref()
@@ -103,6 +97,7 @@ pub(crate) fn crawler(shared: &Shared, op: &hkv_proto::step::CrawlerOp, now: u32
                 Ok(()) => "OK",
                 Err(hkv_engine::CrawlError::Disabled) => hkv_proto::errors::admin::CRAWLER_DISABLED,
                 Err(hkv_engine::CrawlError::Busy) => hkv_proto::errors::admin::CRAWLER_BUSY,
+                Err(hkv_engine::CrawlError::BadClass) => hkv_proto::errors::admin::BAD_CLASS_ID,
             }
         }
         CrawlerOp::Sleep(us) => {

@@ -144,12 +144,13 @@ impl UdpBatch {
             )
             .map_err(io::Error::from)?;
             res.map(|m| {
+                let (segment, at) = control(&m);
                 (
                     m.bytes,
                     m.address.as_ref().and_then(to_std),
                     m.flags.contains(MsgFlags::MSG_TRUNC),
-                    gro_segment(&m),
-                    received_at(&m),
+                    segment,
+                    at,
                 )
             })
             .collect()
@@ -335,26 +336,26 @@ impl Payloads {
     }
 }
 
-/// The segment size a UDP GRO receive reports: the datagrams the kernel coalesced into
-/// one buffer are each this long but the last, which may be shorter. Some(0): one
-/// datagram. None: the control messages were cut short, so where the datagrams of the
-/// buffer begin is unknown (the buffer is dropped rather than parsed as one).
-fn gro_segment<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<usize> {
-    let cmsgs = m.cmsgs().ok()?;
+/// What a datagram's control messages say, read in one walk: the segment size of a UDP
+/// GRO receive (the datagrams the kernel coalesced into one buffer are each this long but
+/// the last; Some(0): one datagram; None: the control messages were cut short, so where the
+/// datagrams of the buffer begin is unknown and the buffer is dropped rather than parsed as
+/// one), and the kernel's receive time (SO_TIMESTAMPNS), since the Unix epoch.
+fn control<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> (Option<usize>, Option<Duration>) {
+    let Ok(cmsgs) = m.cmsgs() else {
+        return (None, None);
+    };
+    let (mut segment, mut at) = (Some(0), None);
     for c in cmsgs {
-        if let ControlMessageOwned::UdpGroSegments(size) = c {
-            return Some(usize::try_from(size).unwrap_or(0));
+        match c {
+            ControlMessageOwned::UdpGroSegments(size) => {
+                segment = Some(usize::try_from(size).unwrap_or(0));
+            }
+            ControlMessageOwned::ScmTimestampns(t) => at = Some(Duration::from(t)),
+            _ => {}
         }
     }
-    Some(0)
-}
-
-/// The kernel's receive time of a datagram (SO_TIMESTAMPNS), since the Unix epoch.
-fn received_at<S>(m: &nix::sys::socket::RecvMsg<'_, '_, S>) -> Option<Duration> {
-    m.cmsgs().ok()?.find_map(|c| match c {
-        ControlMessageOwned::ScmTimestampns(t) => Some(Duration::from(t)),
-        _ => None,
-    })
+    (segment, at)
 }
 
 /// Whether a datagram received at `at` has waited past `max_wait` by `now` (wall-clock

@@ -39,6 +39,10 @@ pub enum CrawlError {
     Disabled,
     #[error("BUSY currently processing crawler request")]
     Busy,
+    /// An empty class list: the client named classes that do not exist, refused after
+    /// the checks above, in memcached's order.
+    #[error("BADCLASS invalid class id")]
+    BadClass,
 }
 
 /// `stats settings` and `stats` figures of the crawler.
@@ -79,6 +83,9 @@ impl Engine {
         let mut job = self.crawler.job.lock().unwrap_or_else(|e| e.into_inner());
         if job.is_some() {
             return Err(CrawlError::Busy);
+        }
+        if classes.is_some_and(<[usize]>::is_empty) {
+            return Err(CrawlError::BadClass);
         }
         *job = Some(CrawlJob {
             classes: classes.map(<[usize]>::to_vec),
