@@ -486,6 +486,31 @@ fn regression_pipelined_stats_nobody_reads_stay_within_the_limit() {
     drop(hogs);
 }
 
+#[test]
+fn regression_pipelined_stats_conns_nobody_reads_stay_within_the_limit() {
+    // `stats conns` answers ~120 bytes per open connection but was reckoned as a 16 KiB
+    // `stats` reply: 140 clients pipelining 100 of it unread beside 880 idle connections
+    // held 926 MB of connection buffers against a 64 MiB limit (a hostile probe).
+    let h = Hkv::start(&["-t", "2", "-m", "64", "-c", "2000", "--conn-buffer-mb", "16"]);
+    let idle: Vec<_> = (0..700)
+        .map(|_| std::net::TcpStream::connect(h.addr).unwrap())
+        .collect();
+    let hogs: Vec<_> = (0..100)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(h.addr).unwrap();
+            s.write_all(&b"stats conns\r\n".repeat(100)).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let held = h.connect().stat_n("hkv", "conn_buffer_bytes");
+    // The limit, one ~100 KB reply a client past its mark, and slack.
+    let bound = (16 << 20) + 100 * (128 << 10) + (16 << 20);
+    assert!(held < bound, "connection buffers hold {} MiB", held >> 20);
+    assert_healthy(&h);
+    drop((hogs, idle));
+}
+
 /// `n` clients pipeline `request` by the thousand for 3 s and read nothing: hkv's
 /// `conn_buffer_bytes` then, and the clients' sockets (open until dropped).
 fn buffers_after_pipelining_unread(

@@ -103,7 +103,25 @@ pub(crate) struct PassBudget {
     /// The same for the connection being planned: what is left under its output
     /// high-water. Each client's first command goes regardless (every client progresses).
     pub conn_out_left: usize,
+    /// What a `stats conns` reply is reckoned to take: its lines for every open connection
+    /// ([`conns_reply_estimate`]).
+    pub conns_reply: usize,
 }
+
+/// Bytes of `stats conns` per open connection: four lines of ~30 bytes (`STAT 13:addr
+/// tcp:127.0.0.1:57858`), with room for IPv6 addresses and longer descriptors.
+const CONNS_REPLY_PER_CONN: usize = 192;
+
+/// What a `stats conns` reply is reckoned to take with `open` connections (and listeners).
+pub(crate) fn conns_reply_estimate(open: usize) -> usize {
+    CONNS_REPLY_PER_CONN
+        .saturating_mul(open.saturating_add(16))
+        .max(STATS_REPLY_ESTIMATE)
+}
+
+/// What a `stats detail dump` reply is reckoned to take: near a megabyte with its 10,000
+/// prefixes, so a connection gets one a pass.
+const DETAIL_DUMP_ESTIMATE: usize = 1 << 20;
 
 /// What one `stats` reply is reckoned to take before it is made: `stats slabs` with every
 /// class in use is ~13 KB.
@@ -117,17 +135,26 @@ const STEP_REPLY_OVERHEAD: usize = 4;
 /// The reply bytes a command's steps and engine requests may take, values aside (the value
 /// budgets bound those). Pipelined `stats slabs` from clients that read nothing held 14 MB
 /// a connection (1,024 a pass, each answered before the output mark was looked at again),
-/// and binary GETKQ runs 0.7 MB (a hostile probe).
-fn reply_estimate(steps: &[Step], reqs: &[Request<'_>]) -> usize {
-    let stats = steps
+/// and binary GETKQ runs 0.7 MB (a hostile probe); `stats conns`, whose reply grows with
+/// the connections open, 810 MB in all with 1,000 connections open (another).
+fn reply_estimate(steps: &[Step], reqs: &[Request<'_>], conns_reply: usize) -> usize {
+    let stats: usize = steps
         .iter()
-        .filter(|s| matches!(s, Step::Stats(_) | Step::BinStats { .. }))
-        .count();
+        .map(|s| match s {
+            Step::Stats(args) => match args.first().map(Vec::as_slice) {
+                Some(b"conns") => conns_reply,
+                Some(b"detail") if args.get(1).map(Vec::as_slice) == Some(b"dump") => {
+                    DETAIL_DUMP_ESTIMATE
+                }
+                _ => STATS_REPLY_ESTIMATE,
+            },
+            Step::BinStats { group, .. } if group.as_slice() == b"conns" => conns_reply,
+            Step::BinStats { .. } => STATS_REPLY_ESTIMATE,
+            _ => 0,
+        })
+        .sum();
     let keys: usize = reqs.iter().map(|r| r.key.len()).sum();
-    stats * STATS_REPLY_ESTIMATE
-        + keys
-        + REQUEST_REPLY_OVERHEAD * reqs.len()
-        + STEP_REPLY_OVERHEAD * steps.len()
+    stats + keys + REQUEST_REPLY_OVERHEAD * reqs.len() + STEP_REPLY_OVERHEAD * steps.len()
 }
 
 impl PassBudget {
@@ -306,7 +333,7 @@ pub(crate) fn pp_plan_input<'a>(
             if let Some((b, s)) = get_line.take() {
                 // The line's keys were bounded one by one (keys_per_conn); its replies count
                 // against what is left, and once that is spent the next command waits.
-                let out = reply_estimate(&steps[s..], &batch[b..]);
+                let out = reply_estimate(&steps[s..], &batch[b..], pass.conns_reply);
                 let over = out > pass.conn_out_left || out > pass.out_left;
                 pass.conn_out_left = pass.conn_out_left.saturating_sub(out);
                 pass.out_left = pass.out_left.saturating_sub(out);
@@ -394,7 +421,7 @@ pub(crate) fn pp_plan_input<'a>(
             get_line = Some((b0, s0));
             continue;
         }
-        let out = reply_estimate(&steps[s0..], &batch[b0..]);
+        let out = reply_estimate(&steps[s0..], &batch[b0..], pass.conns_reply);
         if !first && (out > pass.conn_out_left || out > pass.out_left) {
             // Its reply waits until the client has read what it was given.
             undo.undo(&mut client, batch, steps, marks, &mut end);

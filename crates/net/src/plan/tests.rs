@@ -18,6 +18,7 @@ fn budget() -> PassBudget {
         keys_per_conn: 4096,
         out_left: usize::MAX,
         conn_out_left: usize::MAX,
+        conns_reply: super::conns_reply_estimate(10),
     }
 }
 
@@ -93,6 +94,35 @@ fn regression_replies_besides_values_are_reckoned_as_they_are_planned() {
     };
     let (reqs, _, _, more) = plan(&gets, &mut pass);
     assert!(more && (5..=40).contains(&reqs), "{reqs} planned");
+}
+
+/// `stats conns` answers ~120 bytes per open connection: reckoned as a 16 KiB `stats`
+/// reply, 140 clients pipelining it unread with 1,000 connections open held 810 MB of
+/// connection buffers against a 64 MiB limit (a hostile probe). It is reckoned by the
+/// connections open, in text and binary; `stats detail dump` by its size at its cap.
+#[test]
+fn regression_stats_conns_is_reckoned_by_the_connections_open() {
+    let conns = b"stats conns\r\n".repeat(100);
+    let with = |open: usize| PassBudget {
+        conn_out_left: 1 << 20,
+        conns_reply: super::conns_reply_estimate(open),
+        ..budget()
+    };
+    let (_, steps_few, ..) = plan(&conns, &mut with(10));
+    let (_, steps_many, ..) = plan(&conns, &mut with(1000));
+    // 1 MiB takes sixty-odd replies reckoned at 16 KiB, but only a few of 1,016 x 192 bytes.
+    assert!(steps_few >= 60, "{steps_few}");
+    assert!((5..=6).contains(&steps_many), "{steps_many}");
+    let mut bin = Vec::new();
+    for _ in 0..100 {
+        bin.extend_from_slice(&[0x81 - 1, 0x10, 0, 5, 0, 0, 0, 0, 0, 0, 0, 5]);
+        bin.extend_from_slice(&[0; 12]);
+        bin.extend_from_slice(b"conns");
+    }
+    let (_, steps_bin, ..) = plan(&bin, &mut with(1000));
+    assert!((5..=6).contains(&steps_bin), "{steps_bin}");
+    let dumps = b"stats detail dump\r\n".repeat(10);
+    assert_eq!(plan(&dumps, &mut with(10)).1, 1, "one dump a pass");
 }
 
 /// Plans `input` as the hot path does (plain GETs only), then as the ordinary pass does:

@@ -34,17 +34,14 @@ struct Plan {
     authed: bool,
 }
 
-/// Most requests' worth of capacity a worker keeps between passes (a `Request` is 232 bytes
-/// today: 232 KiB).
+/// Requests' worth of capacity a worker keeps between passes (232 KiB of 232-byte ones).
 pub(super) const KEPT_REQUESTS: usize = 1024;
 
 /// `v`'s allocation, emptied, for requests of another lifetime: a pass's requests borrow
-/// its connections' buffers, so the vector cannot outlive the pass, but its memory can
-/// (an allocation and a free per pass saved). The standard library collects a vector's
-/// own iterator into the same allocation where the element layouts agree, as they do
-/// here; nothing is mapped, the vector being empty. That reuse is an optimisation std
-/// does not promise: without it this returns a new, empty vector, and only the test
-/// below notices.
+/// its connections' buffers, so the vector cannot outlive the pass, but its memory can (an
+/// allocation and a free per pass saved). std collects a vector's own iterator into its
+/// allocation where the element layouts agree, as here (nothing is mapped: it is empty), but
+/// does not promise to: without it this returns a new, empty vector (the test below notices).
 pub(super) fn recycle<'a, 'b>(mut v: Vec<Request<'a>>) -> Vec<Request<'b>> {
     v.clear();
     v.into_iter()
@@ -75,6 +72,9 @@ impl Worker {
             out_left: (self.shared.config.conn_buffer_limit)
                 .saturating_sub(self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed)),
             conn_out_left: usize::MAX,
+            conns_reply: crate::plan::conns_reply_estimate(
+                self.shared.stats.curr_connections.load(Ordering::Relaxed),
+            ),
         }
     }
 
