@@ -518,9 +518,12 @@ fn check(
                 }
             }
         }
-        (_, Response::OutOfMemory | Response::TooLarge) => {
-            // memcached drops the old value when it cannot store the new one.
-            model.items.remove(key);
+        (op, Response::OutOfMemory | Response::TooLarge) => {
+            // memcached drops the old value when a SET cannot store the new one, and keeps it
+            // for the other writes.
+            if op == Op::Set || req.meta.unlink_on_failure {
+                model.items.remove(key);
+            }
         }
         (op, r) => prop_assert!(false, "unexpected {:?} for {:?}", r, op),
     }

@@ -12,6 +12,8 @@ pub const DELETE_USAGE: &str =
 pub const NON_NUMERIC: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
 pub const TOO_LARGE: &str = "SERVER_ERROR object too large for cache";
 pub const OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory storing object";
+/// incr, decr and `ma` whose new number needed an item memcached could not allocate.
+pub const ARITH_OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory";
 pub const GET_OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory writing get response";
 /// memcached's words when it cannot grow its read buffer for a request (a multiget line).
 pub const READ_OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory reading request";

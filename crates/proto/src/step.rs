@@ -20,6 +20,8 @@ pub enum Step {
     Reply {
         idx: u32,
         noreply: bool,
+        /// incr/decr: memcached words running out of memory differently.
+        arith: bool,
     },
     Flush {
         delay: i64,

@@ -505,3 +505,25 @@ fn a_new_value_size_grows_in_a_store_whose_index_is_full() {
     // Held, but for the class's first item, which had no chunk to take a victim into.
     assert!(s.stats().curr_items <= small + 1, "the cap holds");
 }
+
+#[test]
+fn an_unretired_item_is_counted_and_readable_again_as_it_was() {
+    let (_a, mut s) = store(4096, 4096);
+    let (old, cas) = s
+        .store(b"key", &[&[7u8; 40]], 9, NOW + 5, NOW, |_, _, _| {})
+        .unwrap();
+    let before = (s.stats().curr_items, s.stats().bytes);
+    assert!(!s.unretire(old), "a live item is not restored");
+    assert!(s.retire(old));
+    assert!(s.unretire(old));
+    assert_eq!((s.stats().curr_items, s.stats().bytes), before);
+    let item = s.get(old).expect("readable again");
+    assert_eq!(
+        (item.key(), item.flags(), item.cas()),
+        (&b"key"[..], 9, cas)
+    );
+    assert_eq!(item.value_len(), 40);
+    assert!(!s.unretire(old), "unretiring twice is refused");
+    assert!(s.free(old), "it counts as live when freed");
+    assert_eq!((s.stats().curr_items, s.stats().bytes), (0, 0));
+}

@@ -74,6 +74,10 @@ pub struct Meta {
     /// mg whose reply will be an error (an opaque past memcached's limit): it runs, but
     /// hands out no recache token, as memcached's reply fails before it sends `W`.
     pub withhold_token: bool,
+    /// `ms`, in every mode: a store that cannot get memory for its value unlinks the key's
+    /// old value, as memcached's mset does. Elsewhere only SET unlinks it; append, prepend,
+    /// replace, cas and incr keep it, as memcached does.
+    pub unlink_on_failure: bool,
 }
 
 impl Meta {

@@ -230,7 +230,7 @@ impl Partition {
     /// past answers the item once.
     pub(super) fn vivify(&mut self, req: &Request<'_>, h: &KeyHash, now: u32) -> Option<Location> {
         req.meta.vivify?;
-        match self.store_new(req.key, h, Parts::One(&[]), 0, 0, now, None) {
+        match self.store_new(req.key, h, Parts::One(&[]), 0, 0, now) {
             Response::Stored => self.find_live(req.key, h, now),
             _ => None,
         }
@@ -272,6 +272,7 @@ impl Partition {
                 expiry,
                 now,
                 Some(loc),
+                true,
             );
             if r != Response::Stored {
                 return r;

@@ -108,7 +108,7 @@ impl Partition {
             (item.flags(), item.expiry())
         };
         let last = self.last;
-        let stored = self.store_raw(key, h, Parts::Buf, flags, expiry, now, Some(loc));
+        let stored = self.store_raw(key, h, Parts::Buf, flags, expiry, now, Some(loc), true);
         self.last = last;
         matches!(stored, Response::Stored).then_some(self.last_loc)
     }

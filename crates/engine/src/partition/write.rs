@@ -6,8 +6,38 @@ use counter::parse_counter;
 use hkv_types::{flag_order, memcached_item_size};
 use meta::shown_on_created;
 
+/// Whether a write that cannot store its new value keeps the key's old one: memcached unlinks
+/// it for SET (and every `ms`), so no stale value outlives a failed overwrite, and keeps it
+/// for append, prepend, replace and cas.
+fn keeps_old_on_failure(req: &Request<'_>) -> bool {
+    req.op != Op::Set && !req.meta.unlink_on_failure
+}
+
 impl Partition {
     pub(super) fn write(
+        &mut self,
+        req: &Request<'_>,
+        h: &KeyHash,
+        now: u32,
+        data: &mut Vec<u8>,
+    ) -> Response {
+        let storage = matches!(
+            req.op,
+            Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas
+        );
+        if storage {
+            // memcached counts every storage command whose value it could allocate, stored
+            // or not.
+            self.stats.cmd_set += 1;
+        }
+        let r = self.write_op(req, h, now, data);
+        if storage && matches!(r, Response::OutOfMemory | Response::TooLarge) {
+            self.stats.cmd_set -= 1;
+        }
+        r
+    }
+
+    fn write_op(
         &mut self,
         req: &Request<'_>,
         h: &KeyHash,
@@ -20,13 +50,6 @@ impl Partition {
         }
         if req.meta.previous {
             self.copy_previous(req, cur, data);
-        }
-        if matches!(
-            req.op,
-            Op::Set | Op::Add | Op::Replace | Op::Append | Op::Prepend | Op::Cas
-        ) {
-            // memcached counts every storage command, stored or not.
-            self.stats.cmd_set += 1;
         }
         match req.op {
             // A meta get that may create or change its item (`N`, `E`).
@@ -49,15 +72,9 @@ impl Partition {
                 let Some(loc) = cur else {
                     return match req.meta.vivify {
                         // meta `ms MA N<ttl>`: a miss creates the item from the data.
-                        Some(ttl) => self.store_new(
-                            req.key,
-                            h,
-                            Parts::One(req.value),
-                            req.flags,
-                            ttl,
-                            now,
-                            None,
-                        ),
+                        Some(ttl) => {
+                            self.store_new(req.key, h, Parts::One(req.value), req.flags, ttl, now)
+                        }
                         None => Response::NotStored,
                     };
                 };
@@ -81,7 +98,8 @@ impl Partition {
                 } else {
                     Parts::Two(1, req.value)
                 };
-                self.store_raw(req.key, h, parts, flags, expiry, now, cur)
+                let keep = keeps_old_on_failure(req);
+                self.store_raw(req.key, h, parts, flags, expiry, now, cur, keep)
             }
             Op::Cas => {
                 let Some(loc) = cur else {
@@ -249,7 +267,7 @@ impl Partition {
                 Expiry::AlreadyExpired => return Response::Number(initial),
                 e => e.to_raw(),
             };
-            return match self.store_raw(req.key, h, Parts::Buf, 0, raw, now, None) {
+            return match self.store_raw(req.key, h, Parts::Buf, 0, raw, now, None, false) {
                 Response::Stored => {
                     self.last.created = true;
                     let ttl = req.meta.ttl.map(|t| expiry_from_exptime(t, now).to_raw());
@@ -320,7 +338,7 @@ impl Partition {
         }
         self.value_buf.clear();
         self.value_buf.extend_from_slice(text.as_bytes());
-        match self.store_raw(req.key, h, Parts::Buf, flags, expiry, now, cur) {
+        match self.store_raw(req.key, h, Parts::Buf, flags, expiry, now, cur, true) {
             Response::Stored => {
                 self.last.expiry = shown;
                 Response::Number(new)
@@ -341,10 +359,12 @@ impl Partition {
             Some(st) => Parts::Staged(stage_of(st)),
             None => Parts::One(req.value),
         };
-        self.store_new(req.key, h, value, req.flags, req.exptime, now, cur)
+        let e = expiry_from_exptime(req.exptime, now).to_raw();
+        let keep = keeps_old_on_failure(req);
+        self.store_raw(req.key, h, value, req.flags, e, now, cur, keep)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Stores a new item where `key` has none.
     pub(super) fn store_new(
         &mut self,
         key: &[u8],
@@ -353,16 +373,16 @@ impl Partition {
         flags: u32,
         exptime: i64,
         now: u32,
-        cur: Option<Location>,
     ) -> Response {
         // An exptime already past is stored as memcached stores it: never seen again, the old
         // value gone, and a GET of it counted in get_expired.
         let e = expiry_from_exptime(exptime, now);
-        self.store_raw(key, h, value, flags, e.to_raw(), now, cur)
+        self.store_raw(key, h, value, flags, e.to_raw(), now, None, false)
     }
 
     /// MM for a new version of `key` (its IN waits in the same-key table); `cur` is the live
-    /// version it replaces, if any.
+    /// version it replaces, if any. When the new version cannot be stored, `cur` is unlinked
+    /// (a SET's stale value must not stay), or kept as it was with `keep_old`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn store_raw(
         &mut self,
@@ -373,6 +393,7 @@ impl Partition {
         raw_expiry: u32,
         now: u32,
         cur: Option<Location>,
+        keep_old: bool,
     ) -> Response {
         if let Some(loc) = cur {
             if let Some(r) = self.wr_in_place(key, loc, &value, flags, raw_expiry, now) {
@@ -383,7 +404,8 @@ impl Partition {
         // reclaim it, an index rebuild (a device failing inside the reclaim callback) cannot
         // index it beside the new one, and its chunk is not reused until the index has let go
         // of it. memcached drops the old value when the new one cannot be stored, so retiring
-        // it first changes nothing a client sees.
+        // it first changes nothing a client sees; a command that keeps it on failure puts it
+        // back.
         let mut old = cur.filter(|&c| self.store.retire(c));
         if !self.pending.is_empty() {
             let len = match value {
@@ -407,7 +429,7 @@ impl Partition {
             old = self.still_retired(old);
             stored = self.mm_store_item(key, &value, flags, raw_expiry, now);
         }
-        if matches!(stored, Err(StoreError::OutOfMemory)) {
+        if matches!(stored, Err(StoreError::OutOfMemory)) && !keep_old {
             if let Some(o) = old.take() {
                 // The version being replaced holds its chunks while retired (a chained value
                 // near -I, many of them), and they may be the room needed: memcached's
@@ -423,10 +445,12 @@ impl Partition {
         let (loc, cas) = match stored {
             Ok(v) => v,
             Err(e) => {
-                // memcached unlinks the old item when it cannot store the new one, so a
-                // failed SET never leaves stale data behind.
+                // memcached unlinks the old item when a SET cannot store the new one, so a
+                // failed SET never leaves stale data behind; the other commands keep it.
                 if let Some(o) = old {
-                    self.unlink_retired(key, h, o);
+                    if !keep_old || !self.store.unretire(o) {
+                        self.unlink_retired(key, h, o);
+                    }
                 }
                 return match e {
                     StoreError::TooLarge => {

@@ -116,6 +116,11 @@ pub fn compose(step: &BinStep, rbuf: &[u8], res: &Responses, out: &mut Output) {
                 (_, Response::NotFound | Response::Miss) => fail(out, status::KEY_ENOENT),
                 (_, Response::NonNumeric) => fail(out, status::DELTA_BADVAL),
                 (_, Response::TooLarge) => fail(out, status::E2BIG),
+                (BinKind::Arith, Response::OutOfMemory) => {
+                    let msg = status::ARITH_ENOMEM.as_bytes();
+                    write_header(out, opcode, 0, 0, status::ENOMEM, msg.len(), opaque, 0);
+                    out.extend_from_slice(msg);
+                }
                 (_, Response::OutOfMemory) => fail(out, status::ENOMEM),
                 (_, _) => fail(out, status::EINVAL),
             }
@@ -237,5 +242,40 @@ mod tests {
         assert!(out.is_empty());
         super::stats(&mut out, 7, None);
         assert_eq!(u16::from_be_bytes([out[6], out[7]]), status::KEY_ENOENT);
+    }
+
+    #[test]
+    fn out_of_memory_is_worded_as_memcached_words_it_for_stores_and_counters() {
+        use crate::step::{BinKind, BinStep};
+        let res = hkv_types::Responses {
+            results: vec![hkv_types::Response::OutOfMemory],
+            ..hkv_types::Responses::default()
+        };
+        for (kind, opcode, words) in [
+            (
+                BinKind::Store,
+                op::APPEND,
+                &b"Out of memory allocating item"[..],
+            ),
+            (
+                BinKind::Arith,
+                op::INCREMENT,
+                b"Out of memory incrementing value",
+            ),
+        ] {
+            let step = BinStep::Engine {
+                kind,
+                idx: 0,
+                opcode,
+                opaque: 3,
+                quiet: false,
+                key_off: 0,
+                key_len: 1,
+            };
+            let mut out = crate::output::Output::default();
+            super::compose(&step, b"k", &res, &mut out);
+            assert_eq!(u16::from_be_bytes([out[6], out[7]]), status::ENOMEM);
+            assert_eq!(&out[24..], words);
+        }
     }
 }

@@ -68,6 +68,9 @@ pub mod status {
     pub const UNKNOWN_COMMAND: u16 = 0x0081;
     pub const ENOMEM: u16 = 0x0082;
 
+    /// ENOMEM's words for an incr or decr.
+    pub const ARITH_ENOMEM: &str = "Out of memory incrementing value";
+
     pub fn message(status: u16) -> &'static str {
         match status {
             KEY_ENOENT => "Not found",
@@ -77,7 +80,8 @@ pub mod status {
             NOT_STORED => "Not stored.",
             DELTA_BADVAL => "Non-numeric server-side value for incr or decr",
             UNKNOWN_COMMAND => "Unknown command",
-            ENOMEM => "Out of memory",
+            // A storage command's words; incr and decr have their own (`ARITH_ENOMEM`).
+            ENOMEM => "Out of memory allocating item",
             AUTH_ERROR => "Auth failure.",
             _ => "",
         }

@@ -259,6 +259,10 @@ fn write_reply(
             }
             "HD"
         }
+        (MetaKind::Arith, Response::OutOfMemory) => {
+            line(out, crate::errors::ARITH_OUT_OF_MEMORY);
+            return;
+        }
         (_, Response::Stored | Response::Deleted) => "HD",
         (_, Response::NotStored) => "NS",
         (_, Response::Exists) => "EX",
@@ -341,5 +345,41 @@ mod tests {
             serve(&mut m, "me k\r\nme nope\r\n"),
             "ME k exp=-1 la=1000 cas=1 fetch=no cls=1 size=51\r\nEN\r\n"
         );
+    }
+
+    #[test]
+    fn out_of_memory_is_worded_as_memcached_words_it_for_ms_and_ma() {
+        use crate::step::{Echo, MetaKind, MetaStep};
+        let res = hkv_types::Responses {
+            results: vec![hkv_types::Response::OutOfMemory],
+            ..hkv_types::Responses::default()
+        };
+        let echo = Echo {
+            ret: [0; 17],
+            ret_len: 0,
+            key: (0, 1),
+            opaque: (0, 0),
+            base64: false,
+            quiet: false,
+            value: false,
+            opaque_too_long: false,
+        };
+        for (kind, words) in [
+            (
+                MetaKind::Set,
+                "SERVER_ERROR out of memory storing object\r\n",
+            ),
+            (MetaKind::Arith, "SERVER_ERROR out of memory\r\n"),
+        ] {
+            let step = MetaStep::Reply {
+                kind,
+                idx: 0,
+                echo,
+                unless_cas: None,
+            };
+            let mut out = crate::output::Output::default();
+            super::compose(&step, b"k", &res, 1000, 48, |_, _| 1, &mut out);
+            assert_eq!(String::from_utf8_lossy(&out), words);
+        }
     }
 }

@@ -160,6 +160,7 @@ fn plan_request<'a>(
             };
             meta.invalidate = f.invalidate;
             meta.previous = f.previous;
+            meta.unlink_on_failure = true;
             if matches!(op, Op::Append | Op::Prepend) {
                 meta.vivify = f.vivify;
             }

@@ -36,9 +36,13 @@ pub fn compose(step: &Step, rbuf: &[u8], res: &Responses, out: &mut Output) -> b
                 out.extend_from_slice(b"\r\n");
             }
         }
-        Step::Reply { idx, noreply } => {
+        Step::Reply {
+            idx,
+            noreply,
+            arith,
+        } => {
             if !noreply {
-                reply(out, &res.results[idx as usize]);
+                reply(out, &res.results[idx as usize], arith);
             }
         }
         Step::Version => {
@@ -85,7 +89,7 @@ fn span(rbuf: &[u8], off: u32, len: u32) -> &[u8] {
 }
 
 /// memcached's words for each engine result of a storage, delete, arithmetic or touch.
-fn reply(out: &mut Vec<u8>, r: &Response) {
+fn reply(out: &mut Vec<u8>, r: &Response, arith: bool) {
     match *r {
         Response::Stored => line(out, "STORED"),
         Response::NotStored => line(out, "NOT_STORED"),
@@ -97,6 +101,7 @@ fn reply(out: &mut Vec<u8>, r: &Response) {
             number(out, n);
             out.extend_from_slice(b"\r\n");
         }
+        Response::OutOfMemory if arith => line(out, crate::errors::ARITH_OUT_OF_MEMORY),
         ref other => line(out, error_line(other)),
     }
 }
@@ -137,5 +142,27 @@ mod tests {
                 crate::reply::VERSION
             )
         );
+    }
+
+    #[test]
+    fn out_of_memory_is_worded_as_memcached_words_it_for_stores_and_counters() {
+        use crate::step::Step;
+        let res = hkv_types::Responses {
+            results: vec![hkv_types::Response::OutOfMemory],
+            ..hkv_types::Responses::default()
+        };
+        for (arith, words) in [
+            (false, "SERVER_ERROR out of memory storing object\r\n"),
+            (true, "SERVER_ERROR out of memory\r\n"),
+        ] {
+            let step = Step::Reply {
+                idx: 0,
+                noreply: false,
+                arith,
+            };
+            let mut out = crate::output::Output::default();
+            assert!(super::compose(&step, b"", &res, &mut out));
+            assert_eq!(String::from_utf8_lossy(&out), words);
+        }
     }
 }

@@ -71,7 +71,11 @@ pub fn plan_command<'a>(
                 ..Request::new(op, key)
             };
             let idx = engine(req);
-            steps.push(Step::Reply { idx, noreply });
+            steps.push(Step::Reply {
+                idx,
+                noreply,
+                arith: true,
+            });
         }
         Command::Touch {
             key,
@@ -79,7 +83,11 @@ pub fn plan_command<'a>(
             noreply,
         } => {
             let idx = engine(Request::touch(key, exptime));
-            steps.push(Step::Reply { idx, noreply });
+            steps.push(Step::Reply {
+                idx,
+                noreply,
+                arith: false,
+            });
         }
         Command::FlushAll { delay, noreply } => {
             steps.push(Step::Flush { delay, noreply });
@@ -143,7 +151,11 @@ pub fn plan_command<'a>(
 /// The reply of a write: its status line, or for `getset`/`getdel` the previous value.
 fn reply_step(idx: u32, key: &[u8], buf: &[u8], noreply: bool, previous: bool) -> Step {
     if !previous {
-        return Step::Reply { idx, noreply };
+        return Step::Reply {
+            idx,
+            noreply,
+            arith: false,
+        };
     }
     Step::Previous {
         idx,
@@ -250,7 +262,8 @@ mod tests {
             steps[0],
             Step::Reply {
                 idx: 0,
-                noreply: true
+                noreply: true,
+                arith: false
             }
         ));
         let (batch, steps, ..) = plan_one(b"getdel k\r\n");

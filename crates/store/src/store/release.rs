@@ -87,4 +87,28 @@ impl SlabStore {
         self.stats.bytes -= payload;
         true
     }
+
+    /// Puts a version retired by [`SlabStore::retire`] back in service, as it was: a
+    /// command that would have replaced it could not store its own value and keeps the old
+    /// one (memcached keeps it for all but SET). Returns false if `loc` is not retired.
+    pub fn unretire(&mut self, loc: Location) -> bool {
+        if !self.is_retired(loc) {
+            return false;
+        }
+        let (c, slot) = decode(loc);
+        let class = &mut self.classes[c];
+        let chunk = class.chunk_mut(slot);
+        let payload = stored_bytes(
+            chunk[OFF_KEY_LEN].into(),
+            rd32(chunk, OFF_VALUE_LEN) as usize,
+        );
+        chunk[OFF_STATUS] = IN_USE;
+        // Its client just asked for it: CLOCK gives it the second chance a read would.
+        class.set_referenced(slot, true);
+        class.items += 1;
+        class.counts.bytes += payload;
+        self.stats.curr_items += 1;
+        self.stats.bytes += payload;
+        true
+    }
 }
