@@ -491,7 +491,16 @@ fn regression_pipelined_stats_conns_nobody_reads_stay_within_the_limit() {
     // `stats conns` answers ~120 bytes per open connection but was reckoned as a 16 KiB
     // `stats` reply: 140 clients pipelining 100 of it unread beside 880 idle connections
     // held 926 MB of connection buffers against a 64 MiB limit (a hostile probe).
-    let h = Hkv::start(&["-t", "2", "-m", "64", "-c", "2000", "--conn-buffer-mb", "16"]);
+    let h = Hkv::start(&[
+        "-t",
+        "2",
+        "-m",
+        "64",
+        "-c",
+        "2000",
+        "--conn-buffer-mb",
+        "16",
+    ]);
     let idle: Vec<_> = (0..700)
         .map(|_| std::net::TcpStream::connect(h.addr).unwrap())
         .collect();

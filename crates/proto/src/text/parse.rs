@@ -3,9 +3,7 @@
 use super::command::Command;
 use super::parsed::bad_format;
 pub use super::parsed::{Limits, Parsed};
-use super::tokens::{
-    parse_i32, parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split,
-};
+use super::tokens::{parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split};
 use crate::step::CrawlerOp;
 use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
 use hkv_types::Op;
@@ -387,10 +385,13 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             }
         }
         b"slabs" => match (tokens.get(1).copied(), n) {
-            (Some(b"reassign"), 4) => match (parse_i32(tokens[2]), parse_i32(tokens[3])) {
-                (Some(from), Some(to)) => cmd(Command::SlabsReassign { from, to }),
-                _ => Parsed::error(BAD_FORMAT, line_len),
-            },
+            // memcached reads both with `safe_strtol` into an `int32_t`: the low 32 bits.
+            (Some(b"reassign"), 4) => {
+                match (parse_i32_low_bits(tokens[2]), parse_i32_low_bits(tokens[3])) {
+                    (Some(from), Some(to)) => cmd(Command::SlabsReassign { from, to }),
+                    _ => Parsed::error(BAD_FORMAT, line_len),
+                }
+            }
             // As memcached: a level that is no number is a bad format, one out of range
             // an ERROR; the ratio has no meaning here (hkv's automove has no ratio).
             (Some(b"automove"), 3..) => {
@@ -416,15 +417,10 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 cmd(Command::MetaDump { classes: None })
             }
             (Some(b"metadump"), Some(list)) if n == 3 => {
-                let ids: Option<Vec<u32>> = list
-                    .split(|&b| b == b',')
-                    // Ids as `crawl` takes them: memcached has classes 1 to 63.
-                    .map(|t| parse_u32(t).filter(|&c| (1..64).contains(&c)))
-                    .collect();
                 // A bad id is answered after the crawler's state is checked, as memcached
                 // checks it: an empty list carries it there.
                 cmd(Command::MetaDump {
-                    classes: Some(ids.unwrap_or_default()),
+                    classes: Some(class_ids(list)),
                 })
             }
             (Some(b"crawl"), Some(list)) if n == 3 => {
@@ -433,11 +429,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 } else {
                     // As for metadump: a bad id is an empty list, refused after the checks
                     // memcached makes first.
-                    let ids = list
-                        .split(|&b| b == b',')
-                        .map(|t| parse_u32(t).filter(|&c| (1..64).contains(&c)))
-                        .collect::<Option<Vec<u32>>>();
-                    Some(ids.unwrap_or_default())
+                    Some(class_ids(list))
                 };
                 cmd(Command::Crawler(CrawlerOp::Crawl(ids)))
             }
@@ -472,6 +464,17 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         }
         _ => Parsed::error(ERROR, line_len),
     }
+}
+
+/// The class ids of `lru_crawler crawl|metadump <ids>`, as memcached's `strtok_r` reads
+/// them: comma-separated, empty ones skipped (`1,2,,3` is 1, 2 and 3), each 1 to 63. Empty
+/// when one is bad, or when none is named (memcached answers that `NOTSTARTED`).
+fn class_ids(list: &[u8]) -> Vec<u32> {
+    list.split(|&b| b == b',')
+        .filter(|t| !t.is_empty())
+        .map(|t| parse_u32(t).filter(|&c| (1..64).contains(&c)))
+        .collect::<Option<Vec<u32>>>()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -536,5 +539,55 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn regression_admin_numbers_and_class_lists_are_read_as_memcached_reads_them() {
+        let limits = Limits::default();
+        let cmd = |line: &[u8]| match parse(line, &limits) {
+            Parsed::Command { cmd, .. } => format!("{cmd:?}"),
+            other => panic!("{line:?}: {other:?}"),
+        };
+        // strtok_r skips empty ids; a bad one, or none at all, is an empty list.
+        assert_eq!(
+            cmd(b"lru_crawler crawl 1,2,,3\r\n"),
+            format!(
+                "{:?}",
+                Command::Crawler(CrawlerOp::Crawl(Some(vec![1, 2, 3])))
+            )
+        );
+        for bad in [
+            &b"lru_crawler crawl 1,64\r\n"[..],
+            b"lru_crawler crawl ,\r\n",
+        ] {
+            assert_eq!(
+                cmd(bad),
+                format!("{:?}", Command::Crawler(CrawlerOp::Crawl(Some(vec![]))))
+            );
+        }
+        assert_eq!(
+            cmd(b"lru_crawler metadump ,1,,2\r\n"),
+            format!(
+                "{:?}",
+                Command::MetaDump {
+                    classes: Some(vec![1, 2])
+                }
+            )
+        );
+        // safe_strtol into an int32_t: the low 32 bits.
+        assert_eq!(
+            cmd(b"slabs reassign 4294967297 4294967298\r\n"),
+            format!("{:?}", Command::SlabsReassign { from: 1, to: 2 })
+        );
+        assert_eq!(
+            cmd(b"slabs reassign 99999999999 1\r\n"),
+            format!(
+                "{:?}",
+                Command::SlabsReassign {
+                    from: 1_215_752_191,
+                    to: 1
+                }
+            )
+        );
     }
 }
