@@ -5,8 +5,8 @@ connection buffers) after 3, 6 and 10 s, the CPU it used from 3 s to 10 s, and i
 usage: hostile-unread-tiny-replies.py [hkv|memcached] [N=1000] [MB per client=5] [REQUEST=mn]
 REQUEST is a text command (`stats`, `stats conns`, `version`, ...) or `bin:getkq250`, binary
 GETKQ of a stored 250-byte key with a 100-byte value.
-(HKV_BIN picks the hkv binary, HKV_ARGS adds flags such as `--io epoll`; raise `ulimit -n`
-for N past ~1000.)"""
+(HKV_BIN picks the hkv binary, HKV_ARGS adds flags such as `--io epoll`; IDLE=n opens n idle
+connections first, which `stats conns` lists; raise `ulimit -n` for N past ~1000.)"""
 import os, resource, socket, sys, threading, time
 which = sys.argv[1] if len(sys.argv) > 1 else 'hkv'
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
@@ -47,6 +47,7 @@ def push(c):
     except OSError:
         pass
 try:
+    idle = [socket.create_connection(('127.0.0.1', PORT)) for _ in range(int(os.environ.get('IDLE', '0')))]
     socks = []
     for _ in range(N):
         c = socket.create_connection(('127.0.0.1', PORT))

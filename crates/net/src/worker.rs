@@ -89,8 +89,7 @@ pub(crate) struct Worker {
     /// UDP_PER_PASS and this holds at most one `recvmmsg`'s worth (1 MiB, 2,047 datagrams).
     udp_pending: std::collections::VecDeque<crate::udp::UdpRequest>,
     udp_batch: Option<Box<UdpBatch>>,
-    /// A datagram's reply while it is composed (kept: a datagram's reply is small, and
-    /// shrunk after one that was not).
+    /// A datagram's reply while it is composed (kept: small, shrunk after one that was not).
     udp_reply: hkv_proto::output::Output,
     /// Engine requests of the pass being run, for the latency histogram.
     pass_requests: u64,
@@ -481,7 +480,8 @@ impl Worker {
             let mut stalled_out = None;
             {
                 let over = stats.conn_buffer_bytes.load(Ordering::Relaxed) > limit;
-                let mut cap = read_cap;
+                let full = stage::input_cap(c, &self.shared.config.limits, read_cap);
+                let mut cap = full;
                 let mid_request = c.mid_request();
                 if self.exempt == Some(t) && !mid_request {
                     self.exempt = None;
@@ -510,7 +510,7 @@ impl Worker {
                     self.receive(t, cap);
                     if let Some(c) = self.conns.get_mut(t) {
                         c.account(&stats.conn_buffer_bytes);
-                        if cap < read_cap && c.want_read {
+                        if cap < full && c.want_read {
                             // Stopped at the floor: look again on the timer, not at once.
                             c.want_read = false;
                             self.throttled.push(t);

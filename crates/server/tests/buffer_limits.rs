@@ -520,6 +520,21 @@ fn regression_pipelined_stats_conns_nobody_reads_stay_within_the_limit() {
     drop((hogs, idle));
 }
 
+#[test]
+fn regression_complete_requests_are_read_ahead_to_the_floor_not_to_the_item_size() {
+    // Input was read up to `-I` and 64 KiB whatever it held: 20 clients pipelining `mn`
+    // without reading held ~3 MiB of buffers each (67 MB, the limit), ~1 MiB of it requests
+    // waiting to be planned; memcached reads 16 KiB at a time. Now only a request that has
+    // not all come is read past the 64 KiB floor.
+    let h = Hkv::start(&["-t", "1", "-m", "64", "--conn-buffer-mb", "512"]);
+    let (held, hogs) = buffers_after_pipelining_unread(&h, 20, b"mn\r\n");
+    // Each: the floor of input and the output high-water, both in buffers that double.
+    let bound = 20 * (2 * (64 << 10) + 2 * (1 << 20));
+    assert!(held < bound, "connection buffers hold {} MiB", held >> 20);
+    assert_healthy(&h);
+    drop(hogs);
+}
+
 /// `n` clients pipeline `request` by the thousand for 3 s and read nothing: hkv's
 /// `conn_buffer_bytes` then, and the clients' sockets (open until dropped).
 fn buffers_after_pipelining_unread(

@@ -39,9 +39,9 @@ impl Worker {
             self.hold(t);
             return;
         }
-        // Below the full allowance (buffers over their limit) one buffer at a time, as
-        // epoll reads one chunk past that cap.
-        let once = cap < self.read_cap();
+        // Below the floor (buffers over their limit) one buffer at a time, as epoll reads
+        // one chunk past that cap.
+        let once = cap < super::BUFFER_FLOOR;
         self.arm_recv(t, once);
     }
 

@@ -165,6 +165,23 @@ fn in_one_long_request(c: &crate::conn::Conn, limits: &hkv_proto::text::Limits) 
     c.unparsed() >= super::BUFFER_FLOOR && starts_unfinished(c, limits)
 }
 
+/// The most unparsed input RV lets connection `c` hold: `full` (`-I` and more) while what it
+/// holds is one request that has not all come (a long line, a data block that is not
+/// staged); otherwise the buffer floor, as requests that have all come only wait to be
+/// planned. Read up to `full` whatever it held, a client pipelining small requests and
+/// reading no replies kept a megabyte of them (memcached reads 16 KiB at a time).
+pub(super) fn input_cap(
+    c: &crate::conn::Conn,
+    limits: &hkv_proto::text::Limits,
+    full: usize,
+) -> usize {
+    if in_one_long_request(c, limits) {
+        full
+    } else {
+        super::BUFFER_FLOOR
+    }
+}
+
 /// The input's first request has not all come (its line has no newline yet, or its data
 /// block or binary body is short), checked by parsing: `Conn::mid_request` says so too of
 /// a connection whose complete requests arrived while it was not served.

@@ -232,7 +232,7 @@ impl Worker {
             return false;
         };
         let total = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);
-        c.unparsed() >= self.read_cap()
+        c.unparsed() >= super::stage::input_cap(c, &self.shared.config.limits, self.read_cap())
             || (total > self.shared.config.conn_buffer_limit
                 && c.buffer_bytes() >= super::BUFFER_FLOOR
                 && self.exempt != Some(t))
