@@ -42,20 +42,6 @@ fn with_m_a_full_server_refuses_writes_and_keeps_every_item() {
     c.expect(&format!("set again 0 0 1000\r\n{value}\r\n"), "STORED\r\n");
 }
 
-fn bin(opcode: u8, key: &[u8], extras: &[u8], value: &[u8]) -> Vec<u8> {
-    let body = extras.len() + key.len() + value.len();
-    let mut p = vec![0x80, opcode];
-    p.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    p.push(extras.len() as u8);
-    p.extend_from_slice(&[0, 0, 0]);
-    p.extend_from_slice(&(body as u32).to_be_bytes());
-    p.extend_from_slice(&[0; 12]);
-    p.extend_from_slice(extras);
-    p.extend_from_slice(key);
-    p.extend_from_slice(value);
-    p
-}
-
 /// From a helper's audit: with `-M` and memory spent, a refused append (text or binary),
 /// prepend or replace unlinked the key's old value, where memcached keeps it (it unlinks only
 /// for SET), and `cmd_set` counted the refused stores, which memcached does not.
@@ -93,7 +79,7 @@ fn regression_with_m_a_refused_append_keeps_the_old_value_as_in_memcached() {
     // Binary APPEND (a connection's protocol is its first byte's): ENOMEM in memcached's
     // words, the value kept.
     let mut b = h.connect();
-    b.send(&bin(0x0e, b"old", &[], piece.as_bytes()));
+    b.send(&common::bin_request(0x0e, b"old", &[], piece.as_bytes()));
     let reply = common::read_exact(&mut b, 24 + 29);
     assert_eq!(&reply[6..8], &[0, 0x82]);
     assert_eq!(&reply[24..], b"Out of memory allocating item");

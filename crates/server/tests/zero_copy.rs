@@ -13,22 +13,6 @@ fn big(seed: u8) -> String {
         .collect()
 }
 
-/// A binary request packet (opaque 0xdeadbeef, no CAS).
-fn bin(opcode: u8, key: &[u8], extras: &[u8], value: &[u8]) -> Vec<u8> {
-    let body = extras.len() + key.len() + value.len();
-    let mut p = vec![0x80, opcode];
-    p.extend_from_slice(&(key.len() as u16).to_be_bytes());
-    p.push(extras.len() as u8);
-    p.extend_from_slice(&[0, 0, 0]);
-    p.extend_from_slice(&(body as u32).to_be_bytes());
-    p.extend_from_slice(&0xdead_beefu32.to_be_bytes());
-    p.extend_from_slice(&[0; 8]);
-    p.extend_from_slice(extras);
-    p.extend_from_slice(key);
-    p.extend_from_slice(value);
-    p
-}
-
 /// The NOOP response that ends a binary exchange.
 fn noop_reply() -> Vec<u8> {
     let mut p = vec![0x81, 0x0a, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -53,10 +37,10 @@ fn replies(args: &[&str]) -> (Vec<String>, u64) {
     out.push(c.call("gat 100 a\r\n", "END\r\n"));
     out.push(c.call("mg a v f k c\r\nmg s v\r\nmg b s v q\r\nmn\r\n", "MN\r\n"));
     // Binary: GETK, GETKQ of a hit and of a miss, then NOOP.
-    let mut req = bin(0x0c, b"a", &[], &[]);
-    req.extend(bin(0x0d, b"b", &[], &[]));
-    req.extend(bin(0x0d, b"nope", &[], &[]));
-    req.extend(bin(0x0a, b"", &[], &[]));
+    let mut req = common::bin_request(0x0c, b"a", &[], &[]);
+    req.extend(common::bin_request(0x0d, b"b", &[], &[]));
+    req.extend(common::bin_request(0x0d, b"nope", &[], &[]));
+    req.extend(common::bin_request(0x0a, b"", &[], &[]));
     let mut cb = h.connect();
     cb.send(&req);
     out.push(cb.read_until(&noop_reply()));

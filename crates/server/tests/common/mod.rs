@@ -409,3 +409,19 @@ fn one_second_less(want: &str) -> String {
         })
         .collect()
 }
+
+/// A binary protocol request (opaque 0xdeadbeef, no CAS).
+pub fn bin_request(opcode: u8, key: &[u8], extras: &[u8], value: &[u8]) -> Vec<u8> {
+    let body = extras.len() + key.len() + value.len();
+    let mut p = vec![0x80, opcode];
+    p.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    p.push(extras.len() as u8);
+    p.extend_from_slice(&[0, 0, 0]);
+    p.extend_from_slice(&(body as u32).to_be_bytes());
+    p.extend_from_slice(&0xdead_beefu32.to_be_bytes());
+    p.extend_from_slice(&[0; 8]);
+    p.extend_from_slice(extras);
+    p.extend_from_slice(key);
+    p.extend_from_slice(value);
+    p
+}
