@@ -14,8 +14,9 @@
 //! not store it, a malformed data block and a connection that closes first give the memory
 //! back.
 //!
-//! A command the engine cannot stage (append, prepend, no memory to take now, an
-//! unauthenticated client) is buffered as before.
+//! A command the engine cannot stage (append, prepend, no free memory now, as in a full
+//! cache: a value that has not come evicts nothing; an unauthenticated client) is buffered
+//! as before, and its store evicts for it once it has all come.
 
 use std::sync::atomic::Ordering;
 

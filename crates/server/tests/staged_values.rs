@@ -393,3 +393,59 @@ fn regression_values_refused_as_too_large_are_dropped_as_they_arrive() {
     assert!(peak < 120, "peak RSS {peak} MB");
     common::assert_healthy(&h);
 }
+
+/// A hostile probe: `-m 64` full of 10 KB items, then 100 clients each sent the line of a
+/// 1 MB SET and 70 KB of its value, and stopped. Staging took their memory by eviction:
+/// 48% of the honest items went for values that never came (memcached evicted none). A
+/// value still arriving now takes only free memory; in a full cache it is buffered, and
+/// its store evicts when it has all come.
+#[test]
+fn regression_stalled_large_sets_evict_nothing_from_a_full_cache() {
+    let h = Hkv::start(&["-m", "16", "-t", "2"]);
+    let mut admin = h.connect();
+    let v = value(4, 10_000);
+    let mut loader = h.connect();
+    let mut n = 0;
+    while admin.stat_u64("", "evictions") == Some(0) {
+        let mut batch = Vec::new();
+        for _ in 0..100 {
+            batch.extend_from_slice(format!("set honest{n} 0 0 {}\r\n", v.len()).as_bytes());
+            batch.extend_from_slice(&v);
+            batch.extend_from_slice(b"\r\n");
+            n += 1;
+        }
+        loader.send(&batch);
+        let mut replies = String::new();
+        while replies.matches("\r\n").count() < 100 {
+            replies.push_str(&loader.read_until(b"\r\n"));
+        }
+        assert_eq!(replies, "STORED\r\n".repeat(100));
+        assert!(n < 100_000, "the cache never filled");
+    }
+    let items = admin.stat_u64("", "curr_items").unwrap();
+    let evicted = admin.stat_u64("", "evictions").unwrap();
+    let part = value(5, 70_000);
+    let mut stalled: Vec<Client> = (0..20).map(|_| h.connect()).collect();
+    for (i, c) in stalled.iter_mut().enumerate() {
+        send_slowly(
+            c,
+            format!("set big{i} 0 0 1000000\r\n").as_bytes(),
+            &part,
+            b"",
+        );
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(staged(&mut admin), 0, "nothing staged in a full cache");
+    assert_eq!(admin.stat_u64("", "evictions"), Some(evicted));
+    assert_eq!(admin.stat_u64("", "curr_items"), Some(items));
+    assert_eq!(admin.stat_u64("hkv", "conn_buffer_refused"), Some(0));
+    // A stalled client that goes on is served: its store evicts, as any store in a full
+    // cache does.
+    let rest = value(6, 1_000_000 - part.len());
+    send_slowly(&mut stalled[0], b"", &rest, b"\r\n");
+    assert_eq!(stalled[0].read_until(b"\r\n"), "STORED\r\n");
+    let mut whole = part.clone();
+    whole.extend_from_slice(&rest);
+    assert_eq!(get(&mut admin, "big0"), Some(whole));
+    common::assert_healthy(&h);
+}

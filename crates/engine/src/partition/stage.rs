@@ -5,8 +5,9 @@ use super::*;
 
 impl Partition {
     /// MM for a value of `value_len` bytes for `key`, before its command runs: takes its
-    /// chunks (evicting as a store would; the items taken leave the index now). None if
-    /// memory cannot be had; the command is then buffered and fails or succeeds as usual.
+    /// chunks from free memory (expired items taken leave the index now; nothing live is
+    /// evicted, store/stage.rs). None if none is free; the command is then buffered and
+    /// its store evicts for it, or fails, as usual.
     pub fn stage_value(
         &mut self,
         key: &[u8],

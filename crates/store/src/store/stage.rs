@@ -25,9 +25,15 @@ pub struct Stage {
 }
 
 impl SlabStore {
-    /// Takes the chunks for `key` with a value of `value_len` bytes, evicting by CLOCK or
-    /// moving a page as a store would. The key is written now; the value by
-    /// [`SlabStore::fill_stage`]; nothing is visible before [`SlabStore::commit_stage`].
+    /// Takes the chunks for `key` with a value of `value_len` bytes from memory that is free
+    /// now: free chunks, new pages, expired items. It evicts nothing: a value whose bytes
+    /// have not come cannot make live items go (a hostile probe: 100 clients each sent the
+    /// line of a 1 MB SET and 70 KB of it, then stopped, and 48% of a full `-m 64` of
+    /// honest items were evicted for memory that never got its data). Without free memory
+    /// the caller buffers the value, and its store evicts once it has all come. The key is
+    /// written now; the value by [`SlabStore::fill_stage`]; nothing is visible before
+    /// [`SlabStore::commit_stage`]. A refusal is not counted as out of memory: the store
+    /// that follows is.
     pub fn stage(
         &mut self,
         key: &[u8],
@@ -41,16 +47,29 @@ impl SlabStore {
         if value_len > self.max_value {
             return Err(StoreError::TooLarge);
         }
-        let (loc, parts) = match self.class_for(key.len(), value_len) {
-            Some(c) => match self.allocate(c, now, &mut on_reclaim) {
-                Some(slot) => (encode(c, slot), Vec::new()),
-                None => {
-                    self.stats.out_of_memory += 1;
-                    self.classes[c].counts.out_of_memory += 1;
-                    return Err(StoreError::OutOfMemory);
-                }
-            },
-            None => self.take_chained(key.len(), value_len, now, &mut on_reclaim)?,
+        if self
+            .item_cap
+            .is_some_and(|cap| self.stats.curr_items >= cap)
+        {
+            // The index takes no more items: this one's store must evict one.
+            return Err(StoreError::OutOfMemory);
+        }
+        let counted = self.out_of_memory_counts();
+        let evict = std::mem::replace(&mut self.evict, false);
+        let taken = match self.class_for(key.len(), value_len) {
+            Some(c) => self
+                .allocate(c, now, &mut on_reclaim)
+                .map(|slot| (encode(c, slot), Vec::new()))
+                .ok_or(StoreError::OutOfMemory),
+            None => self.take_chained(key.len(), value_len, now, &mut on_reclaim),
+        };
+        self.evict = evict;
+        let (loc, parts) = match taken {
+            Ok(t) => t,
+            Err(e) => {
+                self.restore_out_of_memory_counts(counted);
+                return Err(e);
+            }
         };
         self.next_stage += 1;
         let token = self.next_stage;
@@ -78,6 +97,18 @@ impl SlabStore {
             key_len: key.len(),
             value_len,
         })
+    }
+
+    fn out_of_memory_counts(&self) -> (u64, Vec<u64>) {
+        let per_class = self.classes.iter().map(|k| k.counts.out_of_memory);
+        (self.stats.out_of_memory, per_class.collect())
+    }
+
+    fn restore_out_of_memory_counts(&mut self, (total, per_class): (u64, Vec<u64>)) {
+        self.stats.out_of_memory = total;
+        for (k, n) in self.classes.iter_mut().zip(per_class) {
+            k.counts.out_of_memory = n;
+        }
     }
 
     /// Whether `loc` is a chunk of the stage with `token`.
@@ -292,6 +323,52 @@ mod tests {
         assert!(stored > 0);
         let (loc, _) = s.commit_stage(&st, b"big", 0, 0, 0).unwrap();
         assert_eq!(read(&s, loc), v);
+    }
+
+    /// A hostile probe: clients sending a large value's line and part of it, then stopping,
+    /// had a full store evict live items for memory their values never came to fill.
+    #[test]
+    fn regression_a_stage_in_a_full_store_evicts_nothing_and_counts_no_refusal() {
+        let mut s = store(4);
+        // Items that expire at 5, until the store evicts.
+        let mut stored = 0u32;
+        while stored < 100_000
+            && s.store(
+                format!("k{stored}").as_bytes(),
+                &[&[1u8; 300]],
+                0,
+                5,
+                0,
+                |_, _, _| {},
+            )
+            .is_ok()
+        {
+            stored += 1;
+            if s.stats().evictions > 0 {
+                break;
+            }
+        }
+        let before = s.stats();
+        assert!(before.evictions > 0, "the store is full");
+        for n in [300, 70_000, 2 << 20] {
+            let mut reclaimed = 0;
+            let st = s.stage(b"big", n, 0, |_, _, _| reclaimed += 1);
+            assert_eq!(st, Err(StoreError::OutOfMemory), "{n} bytes");
+            assert_eq!(reclaimed, 0, "{n} bytes: nothing taken for the stage");
+        }
+        let after = s.stats();
+        assert_eq!(after.evictions, before.evictions);
+        assert_eq!(after.curr_items, before.curr_items);
+        assert_eq!(after.out_of_memory, before.out_of_memory);
+        let refused: u64 = s.class_reports().map(|c| c.counts.out_of_memory).sum();
+        assert_eq!(refused, 0, "a refused stage is no refused store");
+        // Once they expire (at 5), the items' memory is free memory: a stage takes it.
+        let mut expired = 0;
+        let st = s.stage(b"new", 300, 10, |_, _, k| {
+            expired += u32::from(k == Reclaim::Expired)
+        });
+        assert!(st.is_ok());
+        assert!(expired >= 1);
     }
 
     #[test]
