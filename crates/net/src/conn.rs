@@ -31,8 +31,11 @@ pub(crate) struct Conn {
     /// A multi-key line answered in parts: its remaining keys start at `rstart`; positions
     /// relative to `rstart`.
     pub cont: Option<GetCont>,
-    /// Last time bytes moved either way (for `idle_timeout`).
+    /// Last time bytes moved either way (stalls over the buffer limit, keepalive probes).
     pub last_active: std::time::Instant,
+    /// When its last command came, or it connected (unix seconds): memcached's
+    /// `last_cmd_time`, which `idle_timeout` reads.
+    pub last_cmd: u32,
     /// Bytes from `rstart` already known to hold no newline, so a long line arriving in
     /// pieces is scanned once, not once per piece.
     pub scanned: usize,
@@ -114,6 +117,7 @@ impl Conn {
             stage_refused: false,
             refuse_body: false,
             last_active: std::time::Instant::now(),
+            last_cmd: crate::clock::unix_now(),
             scanned: 0,
             accounted: 0,
             authed: false,

@@ -283,12 +283,47 @@ fn regression_idle_connections_are_closed_with_idle_timeout() {
     let h = Hkv::start(&["-t", "1", "-c", "8", "-o", "idle_timeout=1"]);
     let mut idle: Vec<Client> = (0..7).map(|_| h.connect()).collect();
     idle[0].send(b"get never_finished");
-    std::thread::sleep(Duration::from_millis(2600));
+    // memcached's clock: more than one whole second since the last command, checked once
+    // a second.
+    std::thread::sleep(Duration::from_millis(3200));
     for c in &mut idle {
         assert!(c.is_closed(), "an idle connection was not closed");
     }
     let mut c = h.connect();
     assert!(c.stat_n("", "idle_kicks") >= 7);
+    assert_healthy(&h);
+}
+
+/// An outsider's probe: a client sending a line that never ends, a byte at a time, kept
+/// its connection, as bytes moving counted as activity; memcached counts commands
+/// (`last_cmd_time`) and closed it. A data block arriving slowly is not cut, in either.
+#[test]
+fn regression_idle_timeout_counts_commands_not_bytes() {
+    let h = Hkv::start(&["-t", "1", "-o", "idle_timeout=1"]);
+    let mut trickler = h.connect();
+    let mut writer = h.connect();
+    let value = vec![b'v'; 100_000];
+    writer.send(format!("set slow 0 0 {}\r\n", value.len()).as_bytes());
+    let start = Instant::now();
+    let mut sent = 0;
+    while start.elapsed() < Duration::from_millis(4500) {
+        // Once closed, the writes fail: the check is below.
+        let _ = std::io::Write::write(&mut trickler.stream, b"g");
+        let next = (sent + value.len() / 15).min(value.len());
+        writer.send(&value[sent..next]);
+        sent = next;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let short = Some(Duration::from_millis(500));
+    trickler.stream.set_read_timeout(short).unwrap();
+    assert!(
+        trickler.is_closed(),
+        "a line trickled for 4.5 s kept its connection"
+    );
+    writer.send(&value[sent..]);
+    writer.expect("\r\n", "STORED\r\n");
+    let reply = writer.call("get slow\r\n", "END\r\n");
+    assert!(reply.starts_with("VALUE slow 0 100000\r\n"), "{reply:.40}");
     assert_healthy(&h);
 }
 

@@ -423,6 +423,7 @@ impl Worker {
                 // The command at the start of the input ran (or was refused): a data block
                 // staged for it is stored now, or its memory goes back.
                 crate::stage::release_body(c, &self.shared);
+                c.last_cmd = now;
                 c.stage_refused = false;
                 c.refuse_body = false;
             }
@@ -437,11 +438,8 @@ impl Worker {
             c.want_parse = end.more;
             c.binary = end.binary;
             if end.too_large > 0 {
-                let n = end.too_large;
-                self.shared
-                    .stats
-                    .too_large_refused
-                    .fetch_add(n, Ordering::Relaxed);
+                let refused = &self.shared.stats.too_large_refused;
+                refused.fetch_add(end.too_large, Ordering::Relaxed);
             }
             if end.yielded {
                 self.shared
