@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """A hostile probe: fills the server (-m 64 -t 2) with 4,000 items of 10 KB, then N clients
-each send the line of a SET of SIZE bytes and 70 KB of its value, and stop. Prints, after
+each send the line of a SET of SIZE bytes and SENT bytes of its value (default 70 KB), and stop. Prints, after
 2 s, the honest items left and `evictions` (and hkv's connection buffers), and what the
 stalled clients were told.
-usage: hostile-stalled-large-sets.py [hkv|memcached] [N=100] [SIZE=1000000]
+usage: hostile-stalled-large-sets.py [hkv|memcached] [N=100] [SIZE=1000000] [SENT=70000]
 (HKV_BIN picks the hkv binary, HKV_ARGS adds flags.)"""
 import os
 import resource
@@ -18,6 +18,7 @@ resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
 which = sys.argv[1] if len(sys.argv) > 1 else 'hkv'
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 100
 SIZE = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
+SENT = int(sys.argv[4]) if len(sys.argv) > 4 else 70_000
 srv, port = start_peer(which, 4096)
 
 
@@ -41,7 +42,7 @@ try:
     stalled = []
     for i in range(N):
         c = socket.create_connection(('127.0.0.1', port))
-        c.sendall(b'set att%d 0 0 %d\r\n' % (i, SIZE) + b'a' * 70000)
+        c.sendall(b'set att%d 0 0 %d\r\n' % (i, SIZE) + b'a' * SENT)
         c.setblocking(False)
         stalled.append(c)
     time.sleep(2)

@@ -441,7 +441,7 @@ fn regression_flush_all_reassign_and_staging_leave_no_stale_count_of_waiting_wri
         // A value staged ahead of its command that finds no memory applies them too.
         assert_eq!(run(&e, &[Request::set(b"i", b"v3")]), ["Stored"]);
         assert_eq!(e.pending_writes(), 1);
-        assert!(e.stage_value(b"i", 64 << 20, NOW).is_none());
+        assert!(e.stage_value(b"i", 64 << 20, NOW, true).is_none());
         assert_eq!(e.pending_writes(), 0, "{b:?}: stage_value");
     }
 }

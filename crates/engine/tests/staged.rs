@@ -42,7 +42,7 @@ fn staged<'a>(op: Op, key: &'a [u8], st: Staged) -> Request<'a> {
 
 fn stage(e: &Engine, key: &[u8], v: &[u8]) -> Staged {
     let st = e
-        .stage_value(key, v.len(), NOW)
+        .stage_value(key, v.len(), NOW, true)
         .expect("memory for the stage");
     for (i, piece) in v.chunks(16 << 10).enumerate() {
         assert!(e.fill_staged(&st, i * (16 << 10), piece));
@@ -123,7 +123,7 @@ fn a_released_stage_frees_its_memory_and_cannot_be_stored() {
 fn flush_all_during_a_stage_keeps_the_value_being_received() {
     let e = engine();
     let v = value(3 << 20, 4);
-    let st = e.stage_value(b"k", v.len(), NOW).unwrap();
+    let st = e.stage_value(b"k", v.len(), NOW, true).unwrap();
     assert!(e.fill_staged(&st, 0, &v[..1000]));
     e.flush_all(0, NOW);
     for i in 0..3000 {
@@ -143,7 +143,7 @@ fn stages_count_in_the_memory_limit() {
     // 32 MiB: stages of 3 MiB each until memory is spent; none ever takes memory past -m.
     let e = engine();
     let mut held = Vec::new();
-    while let Some(st) = e.stage_value(format!("k{}", held.len()).as_bytes(), 3 << 20, NOW) {
+    while let Some(st) = e.stage_value(format!("k{}", held.len()).as_bytes(), 3 << 20, NOW, true) {
         held.push(st);
         assert!(held.len() < 20, "stages beyond the memory limit");
     }
@@ -152,7 +152,7 @@ fn stages_count_in_the_memory_limit() {
     for st in &held {
         e.release_staged(st);
     }
-    assert!(e.stage_value(b"again", 3 << 20, NOW).is_some());
+    assert!(e.stage_value(b"again", 3 << 20, NOW, true).is_some());
 }
 
 fn pages(e: &Engine) -> usize {
@@ -164,7 +164,7 @@ fn set_staged_expiring(e: &Engine, keys: std::ops::Range<u32>, v: &[u8], now: u3
     for k in keys {
         let key = format!("key{k}");
         let st = e
-            .stage_value(key.as_bytes(), v.len(), now)
+            .stage_value(key.as_bytes(), v.len(), now, true)
             .expect("memory for the stage");
         assert!(e.fill_staged(&st, 0, v));
         let req = Request {

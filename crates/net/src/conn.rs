@@ -62,6 +62,9 @@ pub(crate) struct Conn {
     pub body: Option<BodyStream>,
     /// The command at `rstart` could not be staged: its data block is buffered.
     pub stage_refused: bool,
+    /// The command at `rstart` found no free memory to stage into: its data block is
+    /// buffered until half of it has come, and staged then, evicting (net/src/stage.rs).
+    pub stage_waits: bool,
     /// The command at `rstart` could neither be staged nor buffered within
     /// `--conn-buffer-mb`: it is refused as out of memory and its data block dropped.
     pub refuse_body: bool,
@@ -115,6 +118,7 @@ impl Conn {
             close_reason: None,
             body: None,
             stage_refused: false,
+            stage_waits: false,
             refuse_body: false,
             last_active: std::time::Instant::now(),
             last_cmd: crate::clock::unix_now(),

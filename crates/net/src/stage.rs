@@ -14,9 +14,11 @@
 //! not store it, a malformed data block and a connection that closes first give the memory
 //! back.
 //!
-//! A command the engine cannot stage (append, prepend, no free memory now, as in a full
-//! cache: a value that has not come evicts nothing; an unauthenticated client) is buffered
-//! as before, and its store evicts for it once it has all come.
+//! Memory is taken from what is free; when nothing is (a full cache), the block is buffered
+//! until half of it has come and staged then by eviction, so that a client sending the line
+//! of a large value and little of it makes no live item go. A command the engine cannot
+//! stage (append, prepend, no memory to take even so, an unauthenticated client) is
+//! buffered as before.
 
 use std::sync::atomic::Ordering;
 

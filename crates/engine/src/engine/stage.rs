@@ -9,12 +9,19 @@ use super::Engine;
 impl Engine {
     /// MM ahead of a command: takes item memory for a value of `value_len` bytes for `key`
     /// so that its bytes can be received into it (`fill_staged`) and the command then store
-    /// it (`Request::staged`). None if memory cannot be had now.
-    pub fn stage_value(&self, key: &[u8], value_len: usize, now: u32) -> Option<Staged> {
+    /// it (`Request::staged`). Without `evict`, only memory that is free now is taken (see
+    /// `SlabStore::stage`). None if memory cannot be had now.
+    pub fn stage_value(
+        &self,
+        key: &[u8],
+        value_len: usize,
+        now: u32,
+        evict: bool,
+    ) -> Option<Staged> {
         let p = hash_key(key).partition(self.partitions.len() as u32);
         let st = {
             let mut part = self.lock(p as usize);
-            let st = part.stage_value(key, value_len, now);
+            let st = part.stage_value(key, value_len, now, evict);
             // Taking the memory may have applied the waiting index writes.
             self.note_pending(p as usize, &part);
             st?

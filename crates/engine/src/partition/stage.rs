@@ -5,25 +5,26 @@ use super::*;
 
 impl Partition {
     /// MM for a value of `value_len` bytes for `key`, before its command runs: takes its
-    /// chunks from free memory (expired items taken leave the index now; nothing live is
-    /// evicted, store/stage.rs). None if none is free; the command is then buffered and
-    /// its store evicts for it, or fails, as usual.
+    /// chunks (the items taken leave the index now), from free memory only unless `evict`
+    /// (store/stage.rs). None if memory cannot be had; the caller then buffers the value,
+    /// or asks again with `evict` once more of it has come.
     pub fn stage_value(
         &mut self,
         key: &[u8],
         value_len: usize,
         now: u32,
+        evict: bool,
     ) -> Option<hkv_store::Stage> {
         // The expiry sweep runs before a batch's stores; a value that arrives in pieces is
         // staged before its batch, so it runs here too, or the chunks of expired items wait
         // for the next batch while this one takes a new page (found looking into memcached's
         // issue_14.t, whose memory grew: regression test in tests/staged.rs).
         self.maybe_sweep(now);
-        let mut staged = self.mm_stage(key, value_len, now);
+        let mut staged = self.mm_stage(key, value_len, now, evict);
         if staged.is_err() && !self.pending.is_empty() {
             // Retired versions hold chunks back until the index lets go of them.
             self.apply_pending();
-            staged = self.mm_stage(key, value_len, now);
+            staged = self.mm_stage(key, value_len, now, evict);
         }
         staged.ok()
     }
@@ -33,9 +34,10 @@ impl Partition {
         key: &[u8],
         value_len: usize,
         now: u32,
+        evict: bool,
     ) -> Result<hkv_store::Stage, StoreError> {
         self.with_reclaim(now, |store, reclaim| {
-            store.stage(key, value_len, now, reclaim)
+            store.stage(key, value_len, now, evict, reclaim)
         })
     }
 

@@ -424,7 +424,7 @@ impl Worker {
                 // staged for it is stored now, or its memory goes back.
                 crate::stage::release_body(c, &self.shared);
                 c.last_cmd = now;
-                c.stage_refused = false;
+                (c.stage_refused, c.stage_waits) = (false, false);
                 c.refuse_body = false;
             }
             if let Some((header, vlen)) = end.body {

@@ -28,6 +28,14 @@ impl Worker {
         if c.body.is_some() || c.close_after_write {
             return;
         }
+        // Memory is taken by eviction only once half the block has come: clients that
+        // send the line of a large value and little of it cannot make live items go for
+        // memory their values never fill (docs/protocol.md).
+        let arrived = c.rend.saturating_sub(c.rstart + header);
+        let evict = arrived >= vlen / 2;
+        if c.stage_waits && !evict {
+            return;
+        }
         let binary = c.binary == Some(true);
         // The line alone, followed by what would follow a staged block: the text data
         // block's terminator (binary has none).
@@ -82,7 +90,10 @@ impl Worker {
         };
         let admitted = stores_its_value && crate::stage::admit(&self.shared, vlen);
         let staged = match admitted {
-            true => self.shared.engine.stage_value(batch[0].key, vlen, now),
+            true => self
+                .shared
+                .engine
+                .stage_value(batch[0].key, vlen, now, evict),
             false => None,
         };
         if admitted && staged.is_none() {
@@ -93,6 +104,7 @@ impl Worker {
         }
         match staged {
             Some(staged) => {
+                c.stage_waits = false;
                 c.body = Some(BodyStream {
                     staged,
                     header,
@@ -105,9 +117,12 @@ impl Worker {
                     .staged_values
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
+            // No free memory: buffered until half of it has come, then asked again.
+            None if stores_its_value && !evict => c.stage_waits = true,
             None => {
                 // Buffered whole, as any other command; its own pass answers it (or
                 // refuses it, if it stalls while buffers are over their limit: worker.rs).
+                c.stage_waits = false;
                 c.stage_refused = true;
                 c.want_parse = true;
             }
@@ -131,7 +146,9 @@ impl Worker {
         if c.body.is_some() || c.watch.is_some() || c.close_after_write {
             return;
         }
-        if c.stage_refused {
+        if c.stage_refused || c.stage_waits {
+            // One waiting to be staged is refused as one that could not be.
+            (c.stage_refused, c.stage_waits) = (true, false);
             if c.refuse_body {
                 return;
             }

@@ -25,20 +25,21 @@ pub struct Stage {
 }
 
 impl SlabStore {
-    /// Takes the chunks for `key` with a value of `value_len` bytes from memory that is free
-    /// now: free chunks, new pages, expired items. It evicts nothing: a value whose bytes
-    /// have not come cannot make live items go (a hostile probe: 100 clients each sent the
-    /// line of a 1 MB SET and 70 KB of it, then stopped, and 48% of a full `-m 64` of
-    /// honest items were evicted for memory that never got its data). Without free memory
-    /// the caller buffers the value, and its store evicts once it has all come. The key is
-    /// written now; the value by [`SlabStore::fill_stage`]; nothing is visible before
-    /// [`SlabStore::commit_stage`]. A refusal is not counted as out of memory: the store
-    /// that follows is.
+    /// Takes the chunks for `key` with a value of `value_len` bytes. Without `evict`, only
+    /// from memory that is free now (free chunks, new pages, expired items): the caller asks
+    /// so while little of the value has come, so that clients sending the line of a large
+    /// value and then nothing cannot make live items go (a hostile probe: 100 clients each
+    /// sent the line of a 1 MB SET and 70 KB of it, then stopped, and 48% of a full `-m 64`
+    /// of honest items were evicted for memory that never got its data). With `evict`, as a
+    /// store would take them. The key is written now; the value by
+    /// [`SlabStore::fill_stage`]; nothing is visible before [`SlabStore::commit_stage`]. A
+    /// refusal is not counted as out of memory: the store that follows is.
     pub fn stage(
         &mut self,
         key: &[u8],
         value_len: usize,
         now: u32,
+        evict: bool,
         mut on_reclaim: impl FnMut(&Item<'_>, Location, Reclaim),
     ) -> Result<Stage, StoreError> {
         if key.len() > MAX_KEY_LEN {
@@ -47,15 +48,17 @@ impl SlabStore {
         if value_len > self.max_value {
             return Err(StoreError::TooLarge);
         }
-        if self
-            .item_cap
-            .is_some_and(|cap| self.stats.curr_items >= cap)
+        if !evict
+            && self
+                .item_cap
+                .is_some_and(|cap| self.stats.curr_items >= cap)
         {
             // The index takes no more items: this one's store must evict one.
             return Err(StoreError::OutOfMemory);
         }
         let counted = self.out_of_memory_counts();
-        let evict = std::mem::replace(&mut self.evict, false);
+        let allowed = self.evict && evict;
+        let evict = std::mem::replace(&mut self.evict, allowed);
         let taken = match self.class_for(key.len(), value_len) {
             Some(c) => self
                 .allocate(c, now, &mut on_reclaim)
@@ -268,7 +271,7 @@ mod tests {
         for n in [0, 1, 5000, 1 << 20, (2 << 20) + 12345] {
             let mut s = store(16);
             let v = value(n);
-            let st = s.stage(b"key", n, 0, |_, _, _| {}).unwrap();
+            let st = s.stage(b"key", n, 0, false, |_, _, _| {}).unwrap();
             for (i, piece) in v.chunks(7919).enumerate() {
                 assert!(s.fill_stage(&st, i * 7919, piece));
             }
@@ -292,7 +295,7 @@ mod tests {
     #[test]
     fn a_released_stage_gives_every_chunk_back() {
         let mut s = store(16);
-        let st = s.stage(b"k", 3 << 20, 0, |_, _, _| {}).unwrap();
+        let st = s.stage(b"k", 3 << 20, 0, false, |_, _, _| {}).unwrap();
         let used = |s: &SlabStore| s.class_reports().map(|c| c.parts + c.items).sum::<u64>();
         assert_eq!(used(&s), 5, "a header, three full parts and a tail");
         assert!(s.release_stage(&st));
@@ -309,7 +312,7 @@ mod tests {
         // A 6 MiB store: a 2.5 MiB stage, then enough small items to fill memory twice.
         let mut s = store(6);
         let v = value((5 << 20) / 2);
-        let st = s.stage(b"big", v.len(), 0, |_, _, _| {}).unwrap();
+        let st = s.stage(b"big", v.len(), 0, false, |_, _, _| {}).unwrap();
         assert!(s.fill_stage(&st, 0, &v));
         let mut stored = 0;
         for i in 0..20_000u32 {
@@ -328,7 +331,7 @@ mod tests {
     /// A hostile probe: clients sending a large value's line and part of it, then stopping,
     /// had a full store evict live items for memory their values never came to fill.
     #[test]
-    fn regression_a_stage_in_a_full_store_evicts_nothing_and_counts_no_refusal() {
+    fn regression_a_stage_in_a_full_store_evicts_only_when_asked_and_counts_no_refusal() {
         let mut s = store(4);
         // Items that expire at 5, until the store evicts.
         let mut stored = 0u32;
@@ -352,7 +355,7 @@ mod tests {
         assert!(before.evictions > 0, "the store is full");
         for n in [300, 70_000, 2 << 20] {
             let mut reclaimed = 0;
-            let st = s.stage(b"big", n, 0, |_, _, _| reclaimed += 1);
+            let st = s.stage(b"big", n, 0, false, |_, _, _| reclaimed += 1);
             assert_eq!(st, Err(StoreError::OutOfMemory), "{n} bytes");
             assert_eq!(reclaimed, 0, "{n} bytes: nothing taken for the stage");
         }
@@ -364,17 +367,22 @@ mod tests {
         assert_eq!(refused, 0, "a refused stage is no refused store");
         // Once they expire (at 5), the items' memory is free memory: a stage takes it.
         let mut expired = 0;
-        let st = s.stage(b"new", 300, 10, |_, _, k| {
+        let st = s.stage(b"new", 300, 10, false, |_, _, k| {
             expired += u32::from(k == Reclaim::Expired)
         });
         assert!(st.is_ok());
         assert!(expired >= 1);
+        // Asked to evict (once enough of the value has come), a stage takes memory as a
+        // store would.
+        let items = s.stats().curr_items;
+        assert!(s.stage(b"big", 70_000, 0, true, |_, _, _| {}).is_ok());
+        assert!(s.stats().curr_items < items, "live items went for it");
     }
 
     #[test]
     fn a_stage_is_committed_only_under_its_own_key() {
         let mut s = store(4);
-        let st = s.stage(b"abc", 10, 0, |_, _, _| {}).unwrap();
+        let st = s.stage(b"abc", 10, 0, false, |_, _, _| {}).unwrap();
         assert!(s.commit_stage(&st, b"abd", 0, 0, 0).is_err());
         assert!(s.commit_stage(&st, b"abc", 0, 0, 0).is_ok());
     }
@@ -382,9 +390,9 @@ mod tests {
     #[test]
     fn a_stale_handle_does_not_write_into_a_later_stage() {
         let mut s = store(4);
-        let first = s.stage(b"a", 100, 0, |_, _, _| {}).unwrap();
+        let first = s.stage(b"a", 100, 0, false, |_, _, _| {}).unwrap();
         assert!(s.release_stage(&first));
-        let second = s.stage(b"a", 100, 0, |_, _, _| {}).unwrap();
+        let second = s.stage(b"a", 100, 0, false, |_, _, _| {}).unwrap();
         assert_eq!(first.loc, second.loc, "the chunk is reused");
         assert!(!s.fill_stage(&first, 0, b"stale"));
         assert!(s.fill_stage(&second, 0, &[b'x'; 100]));
@@ -396,8 +404,8 @@ mod tests {
     fn flush_all_keeps_the_stages_in_progress() {
         let mut s = store(16);
         let v = value(3 << 20);
-        let st = s.stage(b"big", v.len(), 0, |_, _, _| {}).unwrap();
-        let small = s.stage(b"small", 10, 0, |_, _, _| {}).unwrap();
+        let st = s.stage(b"big", v.len(), 0, false, |_, _, _| {}).unwrap();
+        let small = s.stage(b"small", 10, 0, false, |_, _, _| {}).unwrap();
         s.store(b"other", &[b"x"], 0, 0, 0, |_, _, _| {}).unwrap();
         s.clear();
         assert_eq!(s.stats().curr_items, 0);
