@@ -403,27 +403,7 @@ fn regression_values_refused_as_too_large_are_dropped_as_they_arrive() {
 fn regression_stalled_large_sets_evict_nothing_from_a_full_cache() {
     let h = Hkv::start(&["-m", "16", "-t", "2"]);
     let mut admin = h.connect();
-    let v = value(4, 10_000);
-    let mut loader = h.connect();
-    let mut n = 0;
-    while admin.stat_u64("", "evictions") == Some(0) {
-        let mut batch = Vec::new();
-        for _ in 0..100 {
-            batch.extend_from_slice(format!("set honest{n} 0 0 {}\r\n", v.len()).as_bytes());
-            batch.extend_from_slice(&v);
-            batch.extend_from_slice(b"\r\n");
-            n += 1;
-        }
-        loader.send(&batch);
-        let mut replies = String::new();
-        while replies.matches("\r\n").count() < 100 {
-            replies.push_str(&loader.read_until(b"\r\n"));
-        }
-        assert_eq!(replies, "STORED\r\n".repeat(100));
-        assert!(n < 100_000, "the cache never filled");
-    }
-    let items = admin.stat_u64("", "curr_items").unwrap();
-    let evicted = admin.stat_u64("", "evictions").unwrap();
+    let (items, evicted) = fill_until_evicting(&h);
     let part = value(5, 70_000);
     let mut stalled: Vec<Client> = (0..20).map(|_| h.connect()).collect();
     for (i, c) in stalled.iter_mut().enumerate() {
@@ -448,5 +428,73 @@ fn regression_stalled_large_sets_evict_nothing_from_a_full_cache() {
     let mut whole = part.clone();
     whole.extend_from_slice(&rest);
     assert_eq!(get(&mut admin, "big0"), Some(whole));
+    common::assert_healthy(&h);
+}
+
+/// Stores 10 KB items until the server evicts; returns `curr_items` and `evictions` then.
+fn fill_until_evicting(h: &Hkv) -> (u64, u64) {
+    let mut admin = h.connect();
+    let v = value(4, 10_000);
+    let mut loader = h.connect();
+    let mut n = 0;
+    while admin.stat_u64("", "evictions") == Some(0) {
+        let mut batch = Vec::new();
+        for _ in 0..100 {
+            batch.extend_from_slice(format!("set honest{n} 0 0 {}\r\n", v.len()).as_bytes());
+            batch.extend_from_slice(&v);
+            batch.extend_from_slice(b"\r\n");
+            n += 1;
+        }
+        loader.send(&batch);
+        let mut replies = String::new();
+        while replies.matches("\r\n").count() < 100 {
+            replies.push_str(&loader.read_until(b"\r\n"));
+        }
+        assert_eq!(replies, "STORED\r\n".repeat(100));
+        assert!(n < 100_000, "the cache never filled");
+    }
+    let items = admin.stat_u64("", "curr_items").unwrap();
+    (items, admin.stat_u64("", "evictions").unwrap())
+}
+
+/// Values waiting for half of themselves to come, in a full cache, are buffered: past
+/// `--conn-buffer-mb`, those that stall are refused as values that cannot be stored are,
+/// and the buffers stay bounded.
+#[test]
+fn stalled_values_waiting_to_be_staged_are_refused_past_the_buffer_limit() {
+    use std::io::Write;
+    let h = Hkv::start(&["-m", "16", "-t", "2", "--conn-buffer-mb", "2"]);
+    let (items, evicted) = fill_until_evicting(&h);
+    let part = value(7, 200_000);
+    let mut stalled: Vec<Client> = (0..40).map(|_| h.connect()).collect();
+    for (i, c) in stalled.iter_mut().enumerate() {
+        c.stream.set_nonblocking(true).unwrap();
+        let mut req = format!("set wait{i} 0 0 1000000\r\n").into_bytes();
+        req.extend_from_slice(&part);
+        let _ = c.stream.write(&req);
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let mut admin = h.connect();
+    assert_eq!(admin.stat_u64("", "evictions"), Some(evicted));
+    assert_eq!(admin.stat_u64("", "curr_items"), Some(items));
+    let buffered = admin.stat_u64("hkv", "conn_buffer_bytes").unwrap();
+    assert!(buffered < 16 << 20, "{buffered} bytes buffered");
+    let mut refused = 0;
+    for c in &mut stalled {
+        let mut reply = [0u8; 64];
+        if let Ok(n) = c.stream.read(&mut reply) {
+            assert_eq!(
+                &reply[..n],
+                b"SERVER_ERROR out of memory storing object\r\n"
+            );
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "nothing refused");
+    assert_eq!(
+        admin.stat_u64("hkv", "conn_buffer_refused"),
+        Some(refused),
+        "each refused once"
+    );
     common::assert_healthy(&h);
 }
