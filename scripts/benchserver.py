@@ -38,3 +38,15 @@ def start_peer(which, conns):
     else:
         cmd = ['/usr/bin/memcached', *flags, '-u', 'nobody']
     return start_listening(cmd, port, which), port
+
+
+def fill_items(port, n, size=10_000, prefix=b'fill'):
+    """Stores `n` items of `size` bytes (`<prefix><i>`), one at a time; returns the
+    connection and its reader, for the caller's own commands."""
+    import socket
+    s = socket.create_connection(('127.0.0.1', port))
+    f = s.makefile('rb')
+    for i in range(n):
+        s.sendall(b'set %s%d 0 0 %d\r\n%s\r\n' % (prefix, i, size, b'f' * size))
+        f.readline()
+    return s, f

@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchserver import start_peer
+from benchserver import fill_items, start_peer
 
 resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
 which = sys.argv[1] if len(sys.argv) > 1 else 'hkv'
@@ -34,11 +34,7 @@ def stats(group=b''):
 
 
 try:
-    s = socket.create_connection(('127.0.0.1', port))
-    f = s.makefile('rb')
-    for i in range(4000):
-        s.sendall(b'set h%d 0 0 10000\r\n%s\r\n' % (i, b'h' * 10000))
-        f.readline()
+    s, f = fill_items(port, 4000, prefix=b'h')
     stalled = []
     for i in range(N):
         c = socket.create_connection(('127.0.0.1', port))

@@ -13,7 +13,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchserver import start_peer
+from benchserver import fill_items, start_peer
 
 which = sys.argv[1] if len(sys.argv) > 1 else 'hkv'
 CLIENTS, EACH, SIZE = 8, 40, 500_000
@@ -52,11 +52,7 @@ def client(n):
 
 
 try:
-    s = socket.create_connection(('127.0.0.1', port))
-    f = s.makefile('rb')
-    for i in range(7000):
-        s.sendall(b'set fill%d 0 0 10000\r\n%s\r\n' % (i, b'f' * 10000))
-        f.readline()
+    s, f = fill_items(port, 7000, prefix=b'fill')
     c0, t0 = cpu(), time.time()
     threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
     for t in threads:
