@@ -514,7 +514,7 @@ fn regression_a_metadump_over_udp_is_refused_not_built_whole() {
 /// returns how many of them were answered, and the replies to a fresh one after.
 fn answered_after_a_stop(h: &Hkv, stopped: Duration) -> usize {
     let s = udp_client(h);
-    h.signal_only("STOP");
+    h.stop();
     for id in 1..=3u16 {
         s.send(&request(id, 0, 1, b"mn\r\n")).unwrap();
     }

@@ -60,6 +60,37 @@ impl Hkv {
         self.child.id()
     }
 
+    /// Sends SIGSTOP and waits until every thread has stopped: `kill` returns when the
+    /// signal is queued, and a worker still running takes what is sent meanwhile.
+    pub fn stop(&self) {
+        self.signal_only("STOP");
+        let tasks = format!("/proc/{}/task", self.pid());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let stopped = |state: &str| {
+            // The state follows the command name, which is in parentheses.
+            state
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.trim_start().chars().next())
+                .is_some_and(|c| c == 'T' || c == 't')
+        };
+        while Instant::now() < deadline {
+            let all = std::fs::read_dir(&tasks)
+                .map(|dir| {
+                    dir.flatten().all(|t| {
+                        std::fs::read_to_string(t.path().join("stat"))
+                            .map(|s| stopped(&s))
+                            .unwrap_or(true)
+                    })
+                })
+                .unwrap_or(false);
+            if all {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        panic!("hkv did not stop within 10 s");
+    }
+
     /// Sends SIGTERM and waits; returns whether it exited cleanly.
     pub fn terminate(&mut self) -> bool {
         self.signal("TERM")
