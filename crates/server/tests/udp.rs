@@ -344,7 +344,7 @@ fn regression_a_burst_of_gets_past_the_default_socket_buffer_is_answered_whole()
             .is_ok_and(|st| st.success());
         assert!(ok, "kill {sig}");
     };
-    kill("-STOP");
+    h.stop();
     for id in 0..burst {
         s.send(&request(id, 0, 1, b"get k\r\n")).unwrap();
     }
@@ -396,7 +396,8 @@ fn regression_reused_datagram_buffers_never_carry_an_earlier_reply() {
     assert_healthy(&h);
 }
 
-/// Stops (`-STOP`) or resumes (`-CONT`) the server, so that datagrams queue up meanwhile.
+/// Resumes (`-CONT`) the server stopped by `Hkv::stop`, so that datagrams queued meanwhile
+/// are taken.
 fn pause(h: &Hkv, sig: &str) {
     let ok = std::process::Command::new("kill")
         .args([sig, &h.pid().to_string()])
@@ -437,7 +438,7 @@ fn runs_of_datagrams_received_as_one_are_answered_datagram_by_datagram() {
     let s = udp_client(&h);
     let _ = socket2::SockRef::from(&s).set_recv_buffer_size(1 << 20);
     let get = |id: u16| request(id, 0, 1, format!("get k{:02}\r\n", id % 40).as_bytes());
-    pause(&h, "-STOP");
+    h.stop();
     for run in 0..3u16 {
         let mut datagrams: Vec<Vec<u8>> = (run * 60..run * 60 + 60).map(get).collect();
         if run < 2 {
