@@ -396,16 +396,6 @@ fn regression_reused_datagram_buffers_never_carry_an_earlier_reply() {
     assert_healthy(&h);
 }
 
-/// Resumes (`-CONT`) the server stopped by `Hkv::stop`, so that datagrams queued meanwhile
-/// are taken.
-fn pause(h: &Hkv, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &h.pid().to_string()])
-        .status()
-        .is_ok_and(|st| st.success());
-    assert!(ok, "kill {sig}");
-}
-
 /// Sends `datagrams` as one UDP GSO send (all of the first one's size, the last one no
 /// longer), as a client that batches its GETs does. false: this kernel refuses GSO.
 fn send_gso(s: &UdpSocket, datagrams: &[Vec<u8>]) -> bool {
@@ -450,12 +440,12 @@ fn runs_of_datagrams_received_as_one_are_answered_datagram_by_datagram() {
         }
         if !send_gso(&s, &datagrams) {
             eprintln!("UDP GSO refused here: no run to send, skipped");
-            pause(&h, "-CONT");
+            h.signal_only("CONT");
             h.terminate();
             return;
         }
     }
-    pause(&h, "-CONT");
+    h.signal_only("CONT");
     for id in 0..180u16 {
         let (_, body) = reply(&s, id);
         let k = id % 40;
