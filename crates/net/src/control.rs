@@ -85,19 +85,26 @@ pub(crate) fn reassign(shared: &Shared, from: i64, to: i64, now: u32) -> Result<
 /// `lru_crawler crawl|sleep|tocrawl|enable|disable`: memcached's replies. Class ids arrive
 /// 1-based (checked by the parser).
 pub(crate) fn crawler(shared: &Shared, op: &hkv_proto::step::CrawlerOp, now: u32) -> &'static str {
-    use hkv_proto::errors::admin::CRAWLER_START_FAILED;
-    use hkv_proto::step::CrawlerOp;
+    use hkv_engine::CrawlError;
+    use hkv_proto::errors::admin;
+    use hkv_proto::step::{ClassList, CrawlerOp};
     let engine = &shared.engine;
     match op {
-        CrawlerOp::Crawl(ids) => {
-            let classes: Option<Vec<usize>> = ids
-                .as_ref()
-                .map(|ids| ids.iter().map(|&c| c as usize - 1).collect());
-            match engine.crawl(classes.as_deref(), now) {
+        CrawlerOp::Crawl(list) => {
+            let started = match list {
+                ClassList::All => engine.crawl(None, now),
+                ClassList::Ids(ids) => {
+                    let classes: Vec<usize> = ids.iter().map(|&c| c as usize - 1).collect();
+                    engine.crawl(Some(&classes), now)
+                }
+                ClassList::Bad => Err(engine.crawl_refusal().unwrap_or(CrawlError::BadClass)),
+            };
+            match started {
                 Ok(()) => "OK",
-                Err(hkv_engine::CrawlError::Disabled) => hkv_proto::errors::admin::CRAWLER_DISABLED,
-                Err(hkv_engine::CrawlError::Busy) => hkv_proto::errors::admin::CRAWLER_BUSY,
-                Err(hkv_engine::CrawlError::BadClass) => hkv_proto::errors::admin::BAD_CLASS_ID,
+                Err(CrawlError::Disabled) => admin::CRAWLER_DISABLED,
+                Err(CrawlError::Busy) => admin::CRAWLER_BUSY,
+                Err(CrawlError::BadClass) => admin::BAD_CLASS_ID,
+                Err(CrawlError::NotStarted) => admin::CRAWLER_NOT_STARTED,
             }
         }
         CrawlerOp::Sleep(us) => {
@@ -109,7 +116,7 @@ pub(crate) fn crawler(shared: &Shared, op: &hkv_proto::step::CrawlerOp, now: u32
             "OK"
         }
         CrawlerOp::Enable if engine.set_crawler(true) => "OK",
-        CrawlerOp::Enable => CRAWLER_START_FAILED,
+        CrawlerOp::Enable => admin::CRAWLER_START_FAILED,
         // memcached stops a stopped crawler without complaint.
         CrawlerOp::Disable => {
             engine.set_crawler(false);

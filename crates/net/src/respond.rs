@@ -144,12 +144,10 @@ pub(crate) fn wr_compose(
             Some(why) => line(out, why),
             // The metadump ends its pass (a barrier): the worker streams it from the next.
             None => match conn {
-                Some(Streams { dump, .. }) => {
-                    match crate::stats::metadump_start(classes.as_deref(), shared) {
-                        Ok(d) => *dump = Some(Box::new(d)),
-                        Err(why) => line(out, why),
-                    }
-                }
+                Some(Streams { dump, .. }) => match crate::stats::metadump_start(classes, shared) {
+                    Ok(d) => *dump = Some(Box::new(d)),
+                    Err(why) => line(out, why),
+                },
                 // UDP cannot stream, and a dump built whole for a datagram cost memory
                 // past -m (up to 16 MiB a request, 64 requests a pass) and answered 34 bytes
                 // with 13 MB. memcached sends nothing; clients that look for all keys take
@@ -201,9 +199,10 @@ fn is_dump(args: &[Vec<u8>]) -> bool {
 fn metadump_refused(
     shared: &Shared,
     out: &Output,
-    classes: &Option<Vec<u32>>,
+    classes: &hkv_proto::step::ClassList,
 ) -> Option<&'static str> {
     use hkv_proto::errors::admin;
+    use hkv_proto::step::ClassList;
     if !shared.engine.crawler_enabled() {
         return Some(admin::CRAWLER_DISABLED);
     }
@@ -216,10 +215,11 @@ fn metadump_refused(
     if shared.engine.crawling() {
         return Some(admin::CRAWLER_BUSY);
     }
-    classes
-        .as_ref()
-        .is_some_and(Vec::is_empty)
-        .then_some(admin::BAD_CLASS_ID)
+    match classes {
+        ClassList::Bad => Some(admin::BAD_CLASS_ID),
+        ClassList::Ids(ids) if ids.is_empty() => Some(admin::CRAWLER_NOT_STARTED),
+        ClassList::All | ClassList::Ids(_) => None,
+    }
 }
 
 /// Pipelined dumps nobody reads grew the server by 16 MiB per 26-byte `lru_crawler metadump

@@ -66,6 +66,8 @@ pub mod admin {
     pub const MEMLIMIT_ADJUST_FAILED: &str =
         "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust";
     pub const BAD_CLASS_ID: &str = "BADCLASS invalid class id";
+    /// A crawl or metadump whose list named no class (`lru_crawler crawl ,`).
+    pub const CRAWLER_NOT_STARTED: &str = "NOTSTARTED no items to crawl";
     pub const CRAWLER_DISABLED: &str = "CLIENT_ERROR lru crawler disabled";
     pub const CRAWLER_SLEEP: &str = "CLIENT_ERROR sleep must be one second or less";
     pub const CRAWLER_START_FAILED: &str = "ERROR failed to start lru crawler thread";

@@ -45,9 +45,8 @@ pub enum Step {
         megabytes: u64,
         noreply: bool,
     },
-    /// `lru_crawler metadump`: `None` is every class; an empty list, one naming a class that
-    /// does not exist (`BADCLASS`, answered after memcached's earlier checks).
-    MetaDump(Option<Vec<u32>>),
+    /// `lru_crawler metadump`.
+    MetaDump(ClassList),
     /// `lru_crawler crawl|sleep|tocrawl|enable|disable`.
     Crawler(CrawlerOp),
     Reassign {
@@ -169,13 +168,24 @@ pub enum BinStep {
     },
 }
 
+/// The slab classes an `lru_crawler crawl|metadump` names, as memcached's crawler reads
+/// its list: the checks of the crawler's state come before this list's refusals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClassList {
+    /// `all` (and `hash` for metadump): every class.
+    All,
+    /// The 1-based ids named, each 1 to 63; none when the list named none (`,`: memcached
+    /// starts nothing, `NOTSTARTED`).
+    Ids(Vec<u32>),
+    /// An id that is not a number from 1 to 63 (`BADCLASS`).
+    Bad,
+}
+
 /// What an `lru_crawler` command asks of memcached's LRU crawler (hkv's expiry sweep).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CrawlerOp {
-    /// `crawl <all|ids>`: reclaim expired items now; `None` is every class, an empty list
-    /// one naming a class that does not exist (`BADCLASS` once the crawler is found enabled
-    /// and idle, as memcached checks).
-    Crawl(Option<Vec<u32>>),
+    /// `crawl <all|ids>`: reclaim expired items now.
+    Crawl(ClassList),
     /// `sleep <microseconds>` between items (at most a second).
     Sleep(u32),
     /// `tocrawl <n>`: items checked per class per crawl, 0 for all.

@@ -86,8 +86,11 @@ pub fn parse_listen(s: &str) -> Result<ListenAddr, String> {
     Ok(ListenAddr { ips, port, notls })
 }
 
+/// `-a`'s mask: octal digits, as memcached's `strtol(.., 8)` reads them. Rust's `0o` prefix
+/// is refused: memcached reads `0o777` as 0, so a mask that means 0777 here would mean
+/// no access there.
 pub fn parse_octal(s: &str) -> Result<u32, String> {
-    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+    u32::from_str_radix(s, 8)
         .ok()
         .filter(|m| *m <= 0o777)
         .ok_or_else(|| format!("bad mask {s:?}: use octal permissions such as 0700"))
@@ -109,6 +112,16 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn regression_a_unix_mask_is_octal_digits_only() {
+        use super::parse_octal;
+        assert_eq!(parse_octal("0700"), Ok(0o700));
+        assert_eq!(parse_octal("750"), Ok(0o750));
+        for bad in ["0o777", "0x1ff", "8", "1000", "", "-1"] {
+            assert!(parse_octal(bad).is_err(), "{bad:?}");
+        }
+    }
+
     use super::*;
 
     fn ips(s: &str) -> (Vec<String>, Option<u16>, bool) {

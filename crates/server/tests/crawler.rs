@@ -134,3 +134,23 @@ fn regression_a_client_looping_crawls_gets_busy_while_one_runs() {
     );
     c.expect("get k7\r\n", "VALUE k7 0 1\r\nx\r\nEND\r\n");
 }
+
+/// `lru_crawler crawl ,` was answered BADCLASS: memcached's `strtok_r` finds no id in it,
+/// so its crawler starts nothing and says so, for crawls and metadumps alike.
+#[test]
+fn regression_a_class_list_naming_no_class_starts_nothing() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    c.expect("set k 0 0 1\r\nv\r\n", "STORED\r\n");
+    for list in [",", ",,"] {
+        for cmd in ["crawl", "metadump"] {
+            c.expect(
+                &format!("lru_crawler {cmd} {list}\r\n"),
+                "NOTSTARTED no items to crawl\r\n",
+            );
+        }
+    }
+    // A bad id among empty ones is still a bad id.
+    c.expect("lru_crawler crawl ,0\r\n", "BADCLASS invalid class id\r\n");
+    c.expect("lru_crawler crawl 1,,\r\n", "OK\r\n");
+}

@@ -39,10 +39,14 @@ pub enum CrawlError {
     Disabled,
     #[error("BUSY currently processing crawler request")]
     Busy,
-    /// An empty class list: the client named classes that do not exist, refused after
-    /// the checks above, in memcached's order.
+    /// The client named a class that cannot exist, refused after the checks above, in
+    /// memcached's order ([`Engine::crawl_refusal`] makes those).
     #[error("BADCLASS invalid class id")]
     BadClass,
+    /// The list named no class at all (`lru_crawler crawl ,`): memcached's crawler starts
+    /// nothing.
+    #[error("NOTSTARTED no items to crawl")]
+    NotStarted,
 }
 
 /// `stats settings` and `stats` figures of the crawler.
@@ -77,15 +81,15 @@ impl Engine {
     /// (0-based; all when `None`) in every partition, on the thread running
     /// [`Engine::run_crawler`]. `Busy` while one runs, as memcached answers.
     pub fn crawl(&self, classes: Option<&[usize]>, now: u32) -> Result<(), CrawlError> {
-        if !self.crawler.enabled.load(Ordering::Relaxed) {
-            return Err(CrawlError::Disabled);
+        if let Some(refused) = self.crawl_refusal() {
+            return Err(refused);
         }
         let mut job = self.crawler.job.lock().unwrap_or_else(|e| e.into_inner());
         if job.is_some() {
             return Err(CrawlError::Busy);
         }
         if classes.is_some_and(<[usize]>::is_empty) {
-            return Err(CrawlError::BadClass);
+            return Err(CrawlError::NotStarted);
         }
         *job = Some(CrawlJob {
             classes: classes.map(<[usize]>::to_vec),
@@ -94,6 +98,18 @@ impl Engine {
         self.crawler.starts.fetch_add(1, Ordering::Relaxed);
         self.crawler.asked.notify_one();
         Ok(())
+    }
+
+    /// Why no crawl could start now, whatever it named: the checks memcached makes before
+    /// it reads the class list.
+    pub fn crawl_refusal(&self) -> Option<CrawlError> {
+        if !self.crawler.enabled.load(Ordering::Relaxed) {
+            Some(CrawlError::Disabled)
+        } else if self.crawling() {
+            Some(CrawlError::Busy)
+        } else {
+            None
+        }
     }
 
     /// `lru_crawler enable|disable`'s state.

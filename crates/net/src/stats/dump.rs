@@ -4,6 +4,7 @@
 
 use hkv_engine::{ItemSummary, ItemsCursor};
 use hkv_proto::errors::admin;
+use hkv_proto::step::ClassList;
 
 use crate::shared::Shared;
 
@@ -26,7 +27,7 @@ pub(crate) struct MetaDump {
 
 /// `lru_crawler metadump <all|ids>` starts, or the line refusing it.
 pub(crate) fn metadump_start(
-    classes: Option<&[u32]>,
+    classes: &ClassList,
     shared: &Shared,
 ) -> Result<MetaDump, &'static str> {
     if shared.config.disable_dumping {
@@ -34,7 +35,13 @@ pub(crate) fn metadump_start(
     }
     // Only the classes asked for are walked (memcached's ids are 1-based). Each class once,
     // in order: memcached's crawler takes a list of ids as a set.
-    let classes = classes.map(|ids| {
+    let ids = match classes {
+        ClassList::All => None,
+        ClassList::Ids(ids) => Some(ids),
+        // Refused before the dump starts (`metadump_refused`).
+        ClassList::Bad => return Err(admin::BAD_CLASS_ID),
+    };
+    let classes = ids.map(|ids| {
         let mut v: Vec<usize> = ids
             .iter()
             .filter_map(|&c| (c as usize).checked_sub(1))

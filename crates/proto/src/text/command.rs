@@ -95,10 +95,9 @@ pub enum Command<'a> {
         mode: Option<u8>,
         noreply: bool,
     },
-    /// `lru_crawler metadump <all|class ids>`: `None` asks for every class; an empty list
-    /// names a class that does not exist.
+    /// `lru_crawler metadump <all|class ids>`.
     MetaDump {
-        classes: Option<Vec<u32>>,
+        classes: crate::step::ClassList,
     },
     /// The other `lru_crawler` commands.
     Crawler(crate::step::CrawlerOp),

@@ -4,7 +4,7 @@ use super::command::Command;
 use super::parsed::bad_format;
 pub use super::parsed::{Limits, Parsed};
 use super::tokens::{parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split};
-use crate::step::CrawlerOp;
+use crate::step::{ClassList, CrawlerOp};
 use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
 use hkv_types::Op;
 
@@ -413,25 +413,17 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         },
         b"lru_crawler" => match (tokens.get(1).copied(), tokens.get(2).copied()) {
             // `hash` walks memcached's hash table instead of its LRUs: every item either way.
-            (Some(b"metadump"), Some(b"all" | b"hash")) if n == 3 => {
-                cmd(Command::MetaDump { classes: None })
-            }
-            (Some(b"metadump"), Some(list)) if n == 3 => {
-                // A bad id is answered after the crawler's state is checked, as memcached
-                // checks it: an empty list carries it there.
-                cmd(Command::MetaDump {
-                    classes: Some(class_ids(list)),
-                })
+            (Some(b"metadump"), Some(b"all" | b"hash")) if n == 3 => cmd(Command::MetaDump {
+                classes: ClassList::All,
+            }),
+            (Some(b"metadump"), Some(list)) if n == 3 => cmd(Command::MetaDump {
+                classes: class_ids(list),
+            }),
+            (Some(b"crawl"), Some(b"all")) if n == 3 => {
+                cmd(Command::Crawler(CrawlerOp::Crawl(ClassList::All)))
             }
             (Some(b"crawl"), Some(list)) if n == 3 => {
-                let ids: Option<Vec<u32>> = if list == b"all" {
-                    None
-                } else {
-                    // As for metadump: a bad id is an empty list, refused after the checks
-                    // memcached makes first.
-                    Some(class_ids(list))
-                };
-                cmd(Command::Crawler(CrawlerOp::Crawl(ids)))
+                cmd(Command::Crawler(CrawlerOp::Crawl(class_ids(list))))
             }
             // memcached reads both with `safe_strtoul` into a `uint32_t`: the low 32 bits.
             (Some(b"sleep"), Some(t)) if n == 3 => match parse_u32_low_bits(t) {
@@ -467,14 +459,13 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
 }
 
 /// The class ids of `lru_crawler crawl|metadump <ids>`, as memcached's `strtok_r` reads
-/// them: comma-separated, empty ones skipped (`1,2,,3` is 1, 2 and 3), each 1 to 63. Empty
-/// when one is bad, or when none is named (memcached answers that `NOTSTARTED`).
-fn class_ids(list: &[u8]) -> Vec<u32> {
+/// them: comma-separated, empty ones skipped (`1,2,,3` is 1, 2 and 3), each 1 to 63.
+fn class_ids(list: &[u8]) -> ClassList {
     list.split(|&b| b == b',')
         .filter(|t| !t.is_empty())
         .map(|t| parse_u32(t).filter(|&c| (1..64).contains(&c)))
         .collect::<Option<Vec<u32>>>()
-        .unwrap_or_default()
+        .map_or(ClassList::Bad, ClassList::Ids)
 }
 
 #[cfg(test)]
@@ -548,29 +539,29 @@ mod tests {
             Parsed::Command { cmd, .. } => format!("{cmd:?}"),
             other => panic!("{line:?}: {other:?}"),
         };
-        // strtok_r skips empty ids; a bad one, or none at all, is an empty list.
+        // strtok_r skips empty ids; a list of none is a list, where a bad id is refused.
+        let crawl = |classes| format!("{:?}", Command::Crawler(CrawlerOp::Crawl(classes)));
         assert_eq!(
             cmd(b"lru_crawler crawl 1,2,,3\r\n"),
-            format!(
-                "{:?}",
-                Command::Crawler(CrawlerOp::Crawl(Some(vec![1, 2, 3])))
-            )
+            crawl(ClassList::Ids(vec![1, 2, 3]))
         );
         for bad in [
             &b"lru_crawler crawl 1,64\r\n"[..],
-            b"lru_crawler crawl ,\r\n",
+            b"lru_crawler crawl 0\r\n",
+            b"lru_crawler crawl 1,x\r\n",
         ] {
-            assert_eq!(
-                cmd(bad),
-                format!("{:?}", Command::Crawler(CrawlerOp::Crawl(Some(vec![]))))
-            );
+            assert_eq!(cmd(bad), crawl(ClassList::Bad));
         }
+        for none in [&b"lru_crawler crawl ,\r\n"[..], b"lru_crawler crawl ,,\r\n"] {
+            assert_eq!(cmd(none), crawl(ClassList::Ids(vec![])));
+        }
+        assert_eq!(cmd(b"lru_crawler crawl all\r\n"), crawl(ClassList::All));
         assert_eq!(
             cmd(b"lru_crawler metadump ,1,,2\r\n"),
             format!(
                 "{:?}",
                 Command::MetaDump {
-                    classes: Some(vec![1, 2])
+                    classes: ClassList::Ids(vec![1, 2])
                 }
             )
         );

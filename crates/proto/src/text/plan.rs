@@ -273,26 +273,32 @@ mod tests {
 
     #[test]
     fn lru_crawler_commands_become_control_steps_and_bad_ids_are_refused() {
-        use crate::step::CrawlerOp;
+        use crate::step::{ClassList, CrawlerOp};
         let (_, steps, ..) = plan_one(b"lru_crawler crawl 1,63\r\n");
-        assert!(matches!(&steps[0], Step::Crawler(CrawlerOp::Crawl(Some(ids))) if ids == &[1, 63]));
+        assert!(
+            matches!(&steps[0], Step::Crawler(CrawlerOp::Crawl(ClassList::Ids(ids))) if ids == &[1, 63])
+        );
         let (_, steps, ..) = plan_one(b"lru_crawler crawl all\r\n");
-        assert!(matches!(&steps[0], Step::Crawler(CrawlerOp::Crawl(None))));
+        assert!(matches!(
+            &steps[0],
+            Step::Crawler(CrawlerOp::Crawl(ClassList::All))
+        ));
         let (_, steps, ..) = plan_one(b"lru_crawler tocrawl 7\r\n");
         assert!(matches!(&steps[0], Step::Crawler(CrawlerOp::ToCrawl(7))));
-        // A class that does not exist is an empty list, refused once the crawler's state
-        // has been checked (memcached answers a disabled crawler first).
+        // A class that cannot exist is refused once the crawler's state has been checked
+        // (memcached answers a disabled crawler first).
         for line in [
             &b"lru_crawler crawl 64\r\n"[..],
             b"lru_crawler crawl 1,x\r\n",
         ] {
             let (_, steps, ..) = plan_one(line);
-            assert!(
-                matches!(&steps[0], Step::Crawler(CrawlerOp::Crawl(Some(ids))) if ids.is_empty())
-            );
+            assert!(matches!(
+                &steps[0],
+                Step::Crawler(CrawlerOp::Crawl(ClassList::Bad))
+            ));
         }
         let (_, steps, ..) = plan_one(b"lru_crawler metadump 64\r\n");
-        assert!(matches!(&steps[0], Step::MetaDump(Some(ids)) if ids.is_empty()));
+        assert!(matches!(&steps[0], Step::MetaDump(ClassList::Bad)));
         for (line, error) in [
             (
                 &b"lru_crawler sleep 1000001\r\n"[..],
