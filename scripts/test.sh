@@ -8,7 +8,10 @@ export CARGO_TERM_COLOR=never
 export CARGO_INCREMENTAL=0
 FUZZ_SECONDS=${FUZZ_SECONDS:-45}
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step says when it started and how long the run has taken, so a slow CI run shows
+# which step to move into a documented script.
+started=$SECONDS
+step() { printf '\n== %s  [%s, %dm%02ds in]\n' "$*" "$(date +%T)" $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)); }
 # CI machines may have little disk: there each build tree goes once no later step needs it
 # (a developer's run keeps them, so the next run builds only what changed).
 drop_in_ci() {
