@@ -290,6 +290,13 @@ impl Ring {
         }
     }
 
+    /// Submits every request queued, without waiting: false while some are still queued.
+    pub fn submit_queued(&mut self) -> bool {
+        self.bufs.publish();
+        self.flush_backlog();
+        self.backlog.is_empty() && self.ring.submit().is_ok() && self.ring.submission().is_empty()
+    }
+
     fn flush_backlog(&mut self) {
         while !self.backlog.is_empty() {
             let mut sq = self.ring.submission();

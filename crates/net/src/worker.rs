@@ -18,6 +18,7 @@ use crate::shared::Shared;
 use crate::udp::UdpBatch;
 use hkv_proto::step::Step;
 
+mod close;
 mod datagrams;
 mod drain;
 mod dump;
@@ -110,6 +111,8 @@ pub(crate) struct Worker {
     /// The io_uring loop's ring; None: the epoll loop.
     ring: Option<crate::ring::Ring>,
     completions: Vec<crate::ring::Completion>,
+    /// Connections closed on the ring this pass, their descriptors still open (close.rs).
+    closing: Vec<Conn>,
     /// Incarnation numbers for connections on the ring.
     next_gen: u32,
     /// This worker's own listening sockets (`--accept workers`; empty: the acceptor thread
@@ -210,6 +213,7 @@ impl Worker {
             io,
             ring: None,
             completions: Vec::new(),
+            closing: Vec::new(),
             watchers: 0,
             next_gen: 0,
             listeners: listeners
@@ -410,49 +414,6 @@ impl Worker {
             } else {
                 ready.push(ev.token().0);
             }
-        }
-    }
-
-    fn close(&mut self, token: usize) {
-        if self.conns.contains(token) {
-            let mut c = self.conns.remove(token);
-            if let Some(n) = self.shared.worker_conns.get(self.id) {
-                n.fetch_sub(1, Ordering::Relaxed);
-            }
-            crate::stage::release_body(&mut c, &self.shared);
-            if let Some((key, _)) = c.registered.take() {
-                self.shared.conns.remove(key);
-            }
-            let watch = self.shared.engine.watch();
-            if let Some(id) = c.watch.take() {
-                watch.remove(id);
-                self.watchers -= 1;
-            }
-            let reason = c
-                .close_reason
-                .unwrap_or(if c.read_closed || c.close_after_write {
-                    "normal"
-                } else {
-                    "error"
-                });
-            watch::conn_event(watch, c.fd, &c.peer, Some(reason));
-            tracing::debug!(fd = c.fd, peer = %c.peer, reason, "connection closed");
-            self.shared
-                .stats
-                .conn_buffer_bytes
-                .fetch_sub(c.accounted, Ordering::Relaxed);
-            if self.exempt == Some(token) {
-                self.exempt = None;
-            }
-            if let Some(r) = c.ring.take() {
-                self.ring_release(token, r);
-            } else {
-                let _ = self.poll.registry().deregister(&mut c.stream);
-            }
-            self.shared
-                .stats
-                .curr_connections
-                .fetch_sub(1, Ordering::Relaxed);
         }
     }
 

@@ -59,6 +59,7 @@ impl Worker {
         timeout: Option<Duration>,
         ready: &mut Vec<usize>,
     ) -> io::Result<()> {
+        self.close_released();
         let Some(ring) = self.ring.as_mut() else {
             self.poll.poll(events, timeout)?;
             self.now = Instant::now();
