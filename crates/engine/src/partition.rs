@@ -62,6 +62,8 @@ pub struct Partition {
     last_sweep: u32,
     /// A delayed `flush_all` waiting for its time.
     flush_at: Option<u32>,
+    /// That flush's first part, a second early, is done (sweep.rs).
+    flushed_early: bool,
     /// The item the last write left behind (zeros: none), reported beside its response.
     last: After,
     /// The meta `E` CAS of the write being run: the CAS its new item gets.
@@ -173,6 +175,7 @@ impl Partition {
             stats: EngineStats::default(),
             last_sweep: 0,
             flush_at: None,
+            flushed_early: false,
             last: After::default(),
             cas_override: None,
             last_loc: NO_LOCATION,
@@ -411,8 +414,8 @@ impl Partition {
         self.timing.sampled |= self.read_weight > 0;
         let batch_clock = self.index.batch_begin();
         self.store.drain_unpins();
-        if self.flush_at.is_some_and(|at| at <= now) {
-            self.flush_now();
+        if let Some(at) = self.flush_at {
+            self.flush_due(at, now);
         }
         // Delayed scheduling (Mega-KV §5.1): index writes go as one batch every n batches.
         if self.batches_since_apply >= self.write_every {

@@ -4,28 +4,51 @@
 use super::*;
 
 impl Partition {
-    /// memcached's `flush_all`: every item stored before `at` (Unix time) is gone once the
-    /// clock reaches `at`; `at <= now` means at once.
+    /// memcached's `flush_all`: every item stored before `at` (Unix time) is gone; `at <=
+    /// now` means at once. A delayed flush starts a second early, as memcached's does (its
+    /// `oldest_live` is `at - 1`: from that second on it hides what was stored up to the end
+    /// of it), and what is stored in that last second goes at `at`.
     pub fn flush_all(&mut self, at: u32, now: u32) {
         if at <= now {
             self.flush_now();
         } else {
             self.flush_at = Some(at);
+            self.flushed_early = false;
+            self.flush_due(at, now);
+        }
+    }
+
+    /// The delayed flush of `at`, if its time has come.
+    pub(super) fn flush_due(&mut self, at: u32, now: u32) {
+        if at <= now {
+            self.flush_now();
+        } else if !self.flushed_early && at - 1 <= now {
+            self.flush_items();
+            self.flushed_early = true;
+            // One flush_all, counted once.
+            self.stats.flushes += 1;
         }
     }
 
     /// A delayed `flush_all` called off (see [`crate::Engine::cancel_flush`]).
     pub fn cancel_flush(&mut self) {
         self.flush_at = None;
+        self.flushed_early = false;
     }
 
     pub(super) fn flush_now(&mut self) {
+        self.flush_items();
+        if !std::mem::take(&mut self.flushed_early) {
+            self.stats.flushes += 1;
+        }
+        self.flush_at = None;
+    }
+
+    fn flush_items(&mut self) {
         // Retired versions are freed with everything else.
         self.pending.clear();
         self.index.clear(&self.store);
         self.store.clear();
-        self.flush_at = None;
-        self.stats.flushes += 1;
     }
 
     /// `slabs reassign`: moves one page of this partition's store from class `from` to `to`
