@@ -16,10 +16,11 @@ pub(crate) fn split(line: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// memcached's `safe_strtoul`/`safe_strtoull`: decimal digits, no '-', no overflow; a
-/// leading '+' is allowed, as `strtoul` allows it.
+/// leading '+' is allowed, as `strtoul` allows it, and leading zeros as many as the line
+/// holds (a bound on the digits refused `incr k 000000000000000000001`).
 pub(crate) fn parse_u64(t: &[u8]) -> Option<u64> {
     let t = t.strip_prefix(b"+").unwrap_or(t);
-    if t.is_empty() || t.len() > 20 || !t.iter().all(u8::is_ascii_digit) {
+    if t.is_empty() || !t.iter().all(u8::is_ascii_digit) {
         return None;
     }
     std::str::from_utf8(t).ok()?.parse().ok()
@@ -84,9 +85,27 @@ pub(crate) fn parse_u32_low_bits(t: &[u8]) -> Option<u32> {
 mod tests {
     use super::*;
 
+    /// `incr k 000000000000000000001` was refused (more than 20 digits); memcached's
+    /// `strtoull` reads it as 1, and so does `ma k D...`.
+    #[test]
+    fn regression_numbers_with_many_leading_zeros_are_read_as_memcached_reads_them() {
+        assert_eq!(parse_u64(b"000000000000000000000000001"), Some(1));
+        assert_eq!(
+            parse_u64(b"0000000000000000000018446744073709551615"),
+            Some(u64::MAX)
+        );
+        assert_eq!(
+            parse_u64(b"00000000000000000000018446744073709551616"),
+            None
+        );
+    }
+
     #[test]
     fn numbers_like_memcached() {
         assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(&[b'0'; 300]), Some(0));
+
         assert_eq!(parse_u64(b"18446744073709551616"), None);
         assert_eq!(parse_u64(b"-1"), None);
         assert_eq!(parse_u64(b"1x"), None);
