@@ -21,6 +21,17 @@ pub(crate) fn flush_all(shared: &Shared, delay: i64, now: u32, count_refused: bo
     allowed
 }
 
+/// A text `flush_all` whose delay is not a number: memcached counts it in `cmd_flush` and
+/// says `-F` before it reads the delay.
+pub(crate) fn flush_refused_delay(shared: &Shared) -> &'static str {
+    shared.stats.cmd_flush.fetch_add(1, Ordering::Relaxed);
+    if shared.config.disable_flush_all {
+        hkv_proto::errors::admin::FLUSH_DISABLED
+    } else {
+        hkv_proto::errors::BAD_EXPTIME
+    }
+}
+
 /// Whether `delay` is an absolute time no later than memcached's `process_started` + 1: it
 /// takes its start as `ITEM_UPDATE_INTERVAL` + 2 = 62 s before the real one, and such a
 /// time flushes nothing (a client passing a stale timestamp keeps its items, as on

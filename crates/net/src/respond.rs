@@ -42,9 +42,10 @@ pub(crate) fn wr_compose(
             _ => line(out, hkv_proto::errors::ERROR),
         },
         Step::Flush { delay, noreply } => {
-            let reply = match control::flush_all(shared, delay, now, true) {
-                true => "OK",
-                false => hkv_proto::errors::admin::FLUSH_DISABLED,
+            let reply = match delay {
+                Some(delay) if control::flush_all(shared, delay, now, true) => "OK",
+                Some(_) => hkv_proto::errors::admin::FLUSH_DISABLED,
+                None => control::flush_refused_delay(shared),
             };
             if !noreply {
                 line(out, reply);

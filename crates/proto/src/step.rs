@@ -23,8 +23,9 @@ pub enum Step {
         /// incr/decr: memcached words running out of memory differently.
         arith: bool,
     },
+    /// `flush_all`; `delay` None: not a number (refused after `-F`, as memcached checks).
     Flush {
-        delay: i64,
+        delay: Option<i64>,
         noreply: bool,
     },
     Version,

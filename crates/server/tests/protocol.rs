@@ -231,6 +231,8 @@ fn flush_all_now_and_delayed() {
         c.call("flush_all x\r\n", "\r\n"),
         "CLIENT_ERROR invalid exptime argument\r\n"
     );
+    // memcached counts every flush_all it reads, a bad delay too.
+    assert_eq!(c.stat_u64("", "cmd_flush"), Some(3));
 }
 
 #[test]

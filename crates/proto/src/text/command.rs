@@ -51,8 +51,9 @@ pub enum Command<'a> {
         exptime: i64,
         noreply: bool,
     },
+    /// `delay` None: not a number.
     FlushAll {
-        delay: i64,
+        delay: Option<i64>,
         noreply: bool,
     },
     Version,

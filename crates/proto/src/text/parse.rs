@@ -330,10 +330,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                 // memcached ignores a second argument that is not "noreply".
                 parse_i32_low_bits(tokens[1])
             };
-            match delay {
-                Some(delay) => cmd(Command::FlushAll { delay, noreply }),
-                None => quiet_error(BAD_EXPTIME, line_len, noreply),
-            }
+            // A bad delay is answered after -F is checked, as memcached checks it.
+            cmd(Command::FlushAll { delay, noreply })
         }
         b"version" => cmd(Command::Version),
         b"quit" => cmd(Command::Quit),
