@@ -117,7 +117,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
     let cmd = |cmd: Command<'a>| Parsed::Command { cmd, len: line_len };
     let noreply_at = |i: usize| tokens.get(i) == Some(&&b"noreply"[..]);
     match name {
-        b"get" | b"gets" => {
+        // `bget`: memcached's old name for `get`, still answered as one.
+        b"get" | b"gets" | b"bget" => {
             if n < 2 {
                 return Parsed::error(ERROR, line_len);
             }
@@ -528,6 +529,22 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// A differential: memcached answers `bget` as `get`; hkv said ERROR.
+    #[test]
+    fn regression_bget_is_get() {
+        let limits = Limits::default();
+        let Parsed::Command { cmd, .. } = parse(b"bget a b\r\n", &limits) else {
+            panic!("bget did not parse");
+        };
+        assert_eq!(
+            cmd,
+            Command::Get {
+                keys: vec![&b"a"[..], b"b"].into(),
+                cas: false
+            }
+        );
     }
 
     #[test]
