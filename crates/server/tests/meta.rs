@@ -233,3 +233,26 @@ fn regression_meta_commands_take_keys_with_control_characters_as_set_does() {
         "CLIENT_ERROR bad command line format\r\n",
     );
 }
+
+#[test]
+fn regression_a_ttl_after_a_long_opaque_is_not_applied_as_in_memcached() {
+    // mg and ma run before their too-long opaque is refused, but memcached applies `T` (and
+    // mg's `N` TTL) as it writes the reply, where the opaque stops it: one given after the
+    // opaque never takes effect. hkv applied it (a differential).
+    let o = format!("O{}", "a".repeat(32));
+    let refused = "CLIENT_ERROR opaque token too long\r\n";
+    each_engine(|h| {
+        let mut c = h.connect();
+        c.expect("set k 0 0 1\r\n5\r\n", "STORED\r\n");
+        c.expect(&format!("mg k {o} T50\r\n"), refused);
+        c.expect("mg k t\r\n", "HD t-1\r\n");
+        c.expect(&format!("ma k {o} T50 t\r\n"), refused);
+        c.expect("mg k t v\r\n", "VA 1 t-1\r\n6\r\n");
+        // Before the opaque, the touch stands.
+        c.expect(&format!("mg k T50 {o}\r\n"), refused);
+        c.expect_ttl("mg k t\r\n", "HD t50\r\n");
+        // Vivified, with no TTL.
+        c.expect(&format!("mg viv {o} N50\r\n"), refused);
+        c.expect("mg viv t v\r\n", "VA 0 t-1\r\n\r\n");
+    });
+}

@@ -137,6 +137,9 @@ fn preparse<'a>(
 ) -> Result<(), &'static str> {
     let mut seen = 0u128;
     let mut pending: Option<&'static str> = None;
+    // mg and ma refuse a long opaque as they write their reply, which is where memcached
+    // applies a TTL (`T`, and `N`'s on mg): one after the opaque is never applied.
+    let mut past_long_opaque = false;
     for t in tokens {
         let letter = t[0];
         let value = &t[1..];
@@ -154,11 +157,11 @@ fn preparse<'a>(
         // flag after it still answers its own error; otherwise the last bad value's does.
         match letter {
             b'N' => match parse_i32_low_bits(value) {
-                Some(v) => f.vivify = Some(v),
+                Some(v) => f.vivify = Some(if past_long_opaque { 0 } else { v }),
                 None => pending = Some(BAD_TOKEN),
             },
             b'T' => match parse_i32_low_bits(value) {
-                Some(v) => f.ttl = Some(v),
+                Some(v) => f.ttl = (!past_long_opaque).then_some(v),
                 None => pending = Some(BAD_TOKEN),
             },
             b'R' => match parse_i32_low_bits(value) {
@@ -190,7 +193,10 @@ fn preparse<'a>(
                 Some(v) => f.delta = Some(v),
                 None => pending = Some(crate::errors::meta::BAD_DELTA),
             },
-            b'O' => f.opaque = Some(value),
+            b'O' => {
+                f.opaque = Some(value);
+                past_long_opaque = value.len() + 1 > MAX_OPAQUE;
+            }
             // memcached decodes the key where it meets `b`, as a value of the flag.
             b'b' => {
                 f.base64 = true;
@@ -216,6 +222,9 @@ fn preparse<'a>(
         None => Ok(()),
     }
 }
+
+/// memcached's MFLAG_MAX_OPAQUE_LENGTH, counting the `O`.
+const MAX_OPAQUE: usize = 32;
 
 /// Checks shared by mg, md, ma and the flags of ms: count, preparse, opaque length.
 /// `tokens` are the line's flags as kept, `count` how many the line has.
@@ -247,7 +256,7 @@ fn flags_of<'a>(
         (b"ma", Some(m)) if !b"I+D-".contains(&m) => return Err(crate::errors::meta::MA_MODE),
         _ => {}
     }
-    if flags.opaque.is_some_and(|o| o.len() + 1 > 32) {
+    if flags.opaque.is_some_and(|o| o.len() + 1 > MAX_OPAQUE) {
         if cmd == b"mg" || cmd == b"ma" {
             flags.opaque = None;
             flags.opaque_too_long = true;
