@@ -81,13 +81,27 @@ impl PrefixStats {
         let mut out = Vec::new();
         for (prefix, (_, c)) in rows {
             out.extend_from_slice(b"PREFIX ");
-            out.extend_from_slice(prefix);
+            push_visible(&mut out, prefix);
             out.extend_from_slice(
                 format!(" get {} hit {} set {} del {}\r\n", c[0], c[1], c[2], c[3]).as_bytes(),
             );
         }
         out.extend_from_slice(b"END\r\n");
         out
+    }
+}
+
+/// A prefix as the dump shows it. Binary and base64 (`b`) keys may hold any byte, and a
+/// prefix with CR LF or spaces in it would forge lines or fields in the operator's reply:
+/// bytes a text key cannot hold (controls, space, DEL) are written `%XX`. Text keys'
+/// prefixes read as in memcached.
+fn push_visible(out: &mut Vec<u8>, prefix: &[u8]) {
+    for &b in prefix {
+        if b <= b' ' || b == 0x7f {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        } else {
+            out.push(b);
+        }
     }
 }
 
@@ -129,5 +143,20 @@ mod tests {
         assert_eq!(s.dump(), b"END\r\n");
         s.record([(&b"foo:1"[..], Event::Get { hit: true })].into_iter());
         assert_eq!(s.dump(), b"PREFIX foo get 1 hit 1 set 0 del 0\r\nEND\r\n");
+    }
+
+    #[test]
+    fn regression_a_prefix_with_cr_lf_cannot_forge_lines_in_the_dump() {
+        // A hostile helper stored `ev\r\nEND\r\nVALUE injected 0 1\r\nX:z` with a base64
+        // key: the dump printed its prefix raw, an END and a VALUE line of the client's.
+        let s = PrefixStats::default();
+        s.record([(&b"ev\r\nEND\r\nVALUE injected 0 1\r\nX:z"[..], Event::Set)].into_iter());
+        s.record([(&b"a b\x7f%:1"[..], Event::Set)].into_iter());
+        assert_eq!(
+            s.dump(),
+            &b"PREFIX a%20b%7F% get 0 hit 0 set 1 del 0\r\n\
+               PREFIX ev%0D%0AEND%0D%0AVALUE%20injected%200%201%0D%0AX get 0 hit 0 set 1 del 0\r\n\
+               END\r\n"[..]
+        );
     }
 }

@@ -62,6 +62,8 @@ pub(crate) struct Snap<'a> {
     /// come from one reading.
     pub ix: hkv_engine::IndexReport,
     pub now: u32,
+    /// `rusage()`, read once for both figures.
+    pub cpu: (f64, f64),
 }
 
 impl Snap<'_> {
@@ -97,16 +99,17 @@ fn load(a: &std::sync::atomic::AtomicU64) -> u64 {
     a.load(Ordering::Relaxed)
 }
 
-/// CPU seconds of this process (user, system), from /proc; zeros where unavailable.
-fn rusage() -> (f64, f64) {
-    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+/// CPU seconds of this process (user, system), as memcached reads them: one `getrusage`.
+/// Reading /proc/self/stat instead cost a `stats` call half its CPU (an open, a read that
+/// walks every thread, and parsing), which let clients looping `stats` on fresh
+/// connections outrun the workers (scripts/hostile-stats-churn.py).
+pub(crate) fn rusage() -> (f64, f64) {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let Ok(u) = getrusage(UsageWho::RUSAGE_SELF) else {
         return (0.0, 0.0);
     };
-    // Fields after the command name, which is in parentheses and may contain spaces.
-    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
-    (tick(11), tick(12))
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+    (secs(u.user_time()), secs(u.system_time()))
 }
 
 /// `stats`, in memcached 1.6's order.
@@ -116,8 +119,8 @@ pub(crate) static GENERAL: &[Def] = defs![
     "time", Gauge, "current Unix time", |s| Val::U(u64::from(s.now));
     "version", Setting, "server version", |_| Val::Str(hkv_proto::reply::VERSION);
     "pointer_size", Setting, "bits in a pointer", |_| Val::U(u64::from(usize::BITS));
-    "rusage_user", Counter, "user CPU seconds", |_| Val::Secs(rusage().0);
-    "rusage_system", Counter, "system CPU seconds", |_| Val::Secs(rusage().1);
+    "rusage_user", Counter, "user CPU seconds", |s| Val::Secs(s.cpu.0);
+    "rusage_system", Counter, "system CPU seconds", |s| Val::Secs(s.cpu.1);
     "max_connections", Setting, "-c", |s| Val::U(s.shared.config.max_connections as u64);
     "curr_connections", Gauge, "open client connections", |s| Val::U(s.shared.stats.curr_connections.load(Ordering::Relaxed) as u64);
     "total_connections", Counter, "connections accepted", |s| s.server(|v| load(&v.total_connections));
@@ -431,6 +434,43 @@ pub(crate) static ITEM_FIELDS: &[ClassDef] = class_defs![
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The process's CPU times from /proc, in clock ticks of 10 ms.
+    fn proc_cpu() -> (f64, f64) {
+        let s = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let f: Vec<f64> = s
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .map(|v| v.parse().unwrap_or(0.0))
+            .collect();
+        (f[11] / 100.0, f[12] / 100.0)
+    }
+
+    #[test]
+    fn rusage_reports_the_cpu_seconds_proc_reports() {
+        // Enough work that the figures are well above the ticks' 10 ms.
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(300) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let (before_user, before_system) = proc_cpu();
+        let (user, system) = rusage();
+        let (after_user, after_system) = proc_cpu();
+        // Ticks round down, and other tests' threads run meanwhile: a tolerance either way.
+        assert!(user >= 0.2, "user {user}");
+        assert!(
+            user >= before_user - 0.02 && user <= after_user + 0.02,
+            "user {user} outside /proc's {before_user}..{after_user}"
+        );
+        assert!(
+            system >= before_system - 0.02 && system <= after_system + 0.02,
+            "system {system} outside /proc's {before_system}..{after_system}"
+        );
+    }
 
     #[test]
     fn every_stat_is_defined_once() {

@@ -47,6 +47,7 @@ fn snap(shared: &Shared, now: u32) -> Snap<'_> {
         pl: shared.engine.placement_report(),
         ix: shared.engine.index_report(),
         now,
+        cpu: super::registry::rusage(),
     }
 }
 
