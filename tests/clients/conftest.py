@@ -21,13 +21,20 @@ HKV = os.environ.get("HKV_BIN", os.path.join(ROOT, "target", "release", "hkv"))
 
 
 class Server:
-    def __init__(self, proc, port):
+    def __init__(self, proc, port, kill_to_stop=False):
         self.proc = proc
         self.port = port
         self.addr = ("127.0.0.1", port)
+        # memcached, the reference peer, takes up to a second to act on SIGTERM (its main
+        # loop looks once a clock tick); what it does on the way out is not under test.
+        self.kill_to_stop = kill_to_stop
 
     def stop(self):
         if self.proc.poll() is None:
+            if self.kill_to_stop:
+                self.proc.kill()
+                self.proc.wait()
+                return
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=10)
@@ -115,7 +122,7 @@ def start_memcached(*args):
     while time.time() < deadline:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return Server(proc, port)
+            return Server(proc, port, kill_to_stop=True)
         except OSError:
             if proc.poll() is not None:
                 raise RuntimeError("memcached exited at start")
