@@ -21,7 +21,7 @@ NOT_REPORTED = {
         "lru_bumps_dropped",
     },
     "settings": {
-        "oldest", "umask", "slab_automove_ratio", "slab_automove_window", "tail_repair_time", "lru_maintainer_thread",
+        "oldest", "umask", "tail_repair_time", "lru_maintainer_thread",
         "lru_segmented", "hot_lru_pct", "warm_lru_pct", "hot_max_factor", "warm_max_factor", "temp_lru",
         "temporary_ttl", "worker_logbuf_size", "ext_item_size", "ext_item_age",
         "ext_low_ttl", "ext_recache_rate", "ext_wbuf_size", "ext_compact_under", "ext_drop_under",

@@ -46,6 +46,7 @@ pub use engine::{
 /// Bytes of item header beside key and value (what `me` counts in an item's size).
 pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats, REALTIME_MAXDELTA};
+pub use hkv_store::{MAX_AGE_RATIO as SLAB_AUTOMOVE_RATIO, WINDOW as SLAB_AUTOMOVE_WINDOW};
 pub use hkv_types::{
     hit, After, Cmp, Elem, Meta, Op, PinRelease, Pinned, Previous, ReduceOp, Reduced, Request,
     Response, Responses, Staged, UpdateOp, Vector, VectorCall, VectorError,

@@ -50,6 +50,8 @@ pub struct Settings {
     /// memcached's `-o hashpower=N`: the index starts with about 2^N slots (12..=32) and
     /// grows from there; unset, it is sized from `memory_mb` (docs/operations.md).
     pub hashpower: Option<u8>,
+    /// memcached's `-o slab_automove=0|1|2` and `no_slab_automove` (`slabs automove` later).
+    pub slab_automove: bool,
     /// Megabytes for all connection buffers together (outside `memory_mb`).
     pub conn_buffer_mb: usize,
     /// See `--merge-atomics`.
@@ -110,6 +112,7 @@ impl Default for Settings {
             batch_interval_us: "0..1000".into(),
             idle_timeout: 0,
             hashpower: None,
+            slab_automove: true,
             conn_buffer_mb: 64,
             merge_atomics: true,
             vector_placement: "auto".into(),
@@ -279,6 +282,18 @@ impl Settings {
                     );
                     s.hashpower = Some(n as u8);
                 }
+                // memcached's levels: 0 off; 1, 2 (and the bare name) on.
+                "slab_automove" => {
+                    s.slab_automove = match value {
+                        "" => true,
+                        v => {
+                            v.parse::<u8>().ok().filter(|&m| m <= 2).ok_or_else(|| {
+                                anyhow::anyhow!("slab_automove must be between 0 and 2")
+                            })? != 0
+                        }
+                    }
+                }
+                "no_slab_automove" => s.slab_automove = false,
                 "ssl_chain_cert" => s.ssl_chain_cert = Some(value.into()),
                 "ssl_key" => s.ssl_key = Some(value.into()),
                 "ssl_ca_cert" => s.ssl_ca_cert = Some(value.into()),
@@ -507,8 +522,6 @@ const MEMCACHED_SUBOPTIONS: &[&str] = &[
     "no_hashexpand",
     "slab_reassign",
     "no_slab_reassign",
-    "slab_automove",
-    "no_slab_automove",
     "slab_automove_ratio",
     "slab_automove_window",
     "tail_repair_time",

@@ -166,6 +166,7 @@ fn run() -> anyhow::Result<()> {
         buckets_per_partition: settings.index_buckets_per_partition(),
         ..EngineConfig::default()
     })?;
+    engine.set_automove(settings.slab_automove);
     tracing::info!(backends = ?engine.backends(), partitions = engine.partitions(), "engine ready");
     let user = cli.user.clone();
     let server = Server::start_after_bind(

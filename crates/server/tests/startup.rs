@@ -233,3 +233,37 @@ fn regression_a_repeated_flag_takes_its_last_value_as_memcached_does() {
         "{config}"
     );
 }
+
+/// memcached's `-o slab_automove=0` (and `no_slab_automove`) turns automove off, as an
+/// operator's existing command line expects; it was taken and ignored.
+#[test]
+fn slab_automove_suboptions_set_automove_as_in_memcached() {
+    for (opt, want) in [
+        (None, 1),
+        (Some("slab_automove=0"), 0),
+        (Some("no_slab_automove"), 0),
+        (Some("slab_automove=2"), 1),
+    ] {
+        let mut args = vec!["-t", "1"];
+        if let Some(o) = opt {
+            args.extend(["-o", o]);
+        }
+        let h = Hkv::start(&args);
+        let mut c = h.connect();
+        assert_eq!(c.stat_n("settings", "slab_automove"), want, "{opt:?}");
+        assert_eq!(
+            c.stat("settings", "slab_automove_ratio").as_deref(),
+            Some("0.80")
+        );
+        assert_eq!(c.stat_n("settings", "slab_automove_window"), 30);
+        // `slabs automove` still switches it at run time.
+        c.expect("slabs automove 1\r\n", "OK\r\n");
+        assert_eq!(c.stat_n("settings", "slab_automove"), 1);
+    }
+    let out = hkv(&["-o", "slab_automove=3"], &[]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "hkv: slab_automove must be between 0 and 2\n"
+    );
+}

@@ -1,5 +1,6 @@
 //! One partition's slab store.
 
+mod automove;
 mod chain;
 mod chunks;
 mod evict;
@@ -14,6 +15,7 @@ mod report;
 mod scan;
 mod stage;
 mod warm;
+pub use automove::{MAX_AGE_RATIO, MIN_AGE_GAP, WINDOW};
 pub use chain::ValueParts;
 use chunks::Class;
 pub use hit::HitHeader;
@@ -102,8 +104,8 @@ pub struct SlabStore {
     cas_step: u64,
     /// Background sweep position: (class, slot).
     sweep_at: (usize, u32),
-    /// Move pages between classes when one has none (`slabs automove`).
-    automove: bool,
+    /// Move pages between classes: to one that has none, and by age (`slabs automove`).
+    automove: automove::Automove,
     /// Reclaim live items when memory is spent (memcached's default; `-M` turns it off and
     /// a store that needs memory fails instead). Expired items are reclaimed either way.
     evict: bool,
@@ -146,6 +148,7 @@ impl SlabStore {
                 parts: 0,
                 counts: ClassCounts::default(),
                 recent: Default::default(),
+                window: Default::default(),
             })
             .collect();
         SlabStore {
@@ -165,7 +168,7 @@ impl SlabStore {
                 0
             },
             sweep_at: (0, 0),
-            automove: true,
+            automove: automove::Automove::new(),
             evict: true,
             item_cap: None,
             max_value: config.max_value,
@@ -521,7 +524,7 @@ impl SlabStore {
             // memcached's slab automove, done inline: a class that has never had a page
             // (or lost its last) takes one from the class holding the most, instead of
             // answering out of memory while others hold memory.
-            if self.automove && self.evict && self.classes[c].pages.is_empty() {
+            if self.automove.on && self.evict && self.classes[c].pages.is_empty() {
                 if let Some(page) = self.page_from_others(c, now, on_reclaim) {
                     return Some(self.give_page(c, page, true));
                 }
@@ -533,7 +536,7 @@ impl SlabStore {
         // Nothing in the class can go (every chunk pinned: retired, or parts of the chained
         // item being stored, which may need more chunks of the largest class than it has):
         // a page from the class holding the most, as memcached's automove would move.
-        if self.automove && self.evict {
+        if self.automove.on && self.evict {
             if let Some(page) = self.page_from_others(c, now, on_reclaim) {
                 return Some(self.give_page(c, page, true));
             }

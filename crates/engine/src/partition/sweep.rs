@@ -1,5 +1,5 @@
 //! What removes items other than a client: the background expiry sweep, `flush_all`, and
-//! slab page moves (`slabs reassign`, automove).
+//! slab page moves (`slabs reassign`, automove by age).
 
 use super::*;
 
@@ -82,6 +82,10 @@ impl Partition {
     /// Background expiry, bounded per call; runs when the clock has moved on (and the
     /// crawler is enabled: `lru_crawler disable` stops it, as it stops memcached's).
     pub(super) fn maybe_sweep(&mut self, now: u32) {
+        // Slab automove by age has its own once-a-second tick (store/automove.rs).
+        if self.store.automove_due(now) {
+            self.with_reclaim(now, |store, reclaim| store.automove_tick(now, reclaim));
+        }
         if now <= self.last_sweep || !self.sweep_on {
             return;
         }

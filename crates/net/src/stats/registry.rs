@@ -223,7 +223,9 @@ pub(crate) static SETTINGS: &[Def] = defs![
     "lru_crawler_sleep", Setting, "lru_crawler sleep (recorded; crawls do not pause)", |s| Val::U(u64::from(s.shared.engine.crawler().sleep_us));
     "lru_crawler_tocrawl", Setting, "chunks examined per class per crawl (0: all)", |s| Val::U(u64::from(s.shared.engine.crawler().tocrawl));
     "watcher_logbuf_size", Setting, "bytes of watch lines kept per watcher", |_| Val::U(hkv_engine::watch::WATCHER_BUFFER as u64);
-    "slab_automove", Setting, "a class without a page takes one from another (slabs automove)", |s| Val::U(u64::from(s.shared.engine.automove()));
+    "slab_automove", Setting, "pages move between classes by need and by age (slabs automove)", |s| Val::U(u64::from(s.shared.engine.automove()));
+    "slab_automove_ratio", Setting, "a page moves when the evicting class's victims are younger than this share of the donor's oldest items", |_| Val::F2(hkv_engine::SLAB_AUTOMOVE_RATIO);
+    "slab_automove_window", Setting, "seconds of eviction history automove weighs", |_| Val::U(hkv_engine::SLAB_AUTOMOVE_WINDOW as u64);
     "slab_chunk_max", Setting, "largest chunk (one per page)", |s| Val::U(s.shared.config.page_size as u64);
     "hash_algorithm", Setting, "key hash", |_| Val::Str("xxh3");
     "flush_enabled", Setting, "flush_all is allowed (-F refuses it)", |s| Val::Str(if s.shared.config.disable_flush_all { "no" } else { "yes" });

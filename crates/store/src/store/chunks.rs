@@ -22,6 +22,8 @@ pub(super) struct Class {
     pub(super) counts: ClassCounts,
     /// Its newest writes, for `stats cachedump`.
     pub(super) recent: super::recent::Recent,
+    /// Its evictions, for automove.
+    pub(super) window: super::automove::Window,
 }
 
 impl Class {

@@ -99,6 +99,10 @@ impl SlabStore {
             } else {
                 Reclaim::Evicted
             };
+            if keep && !expired {
+                let atime = Item::new(self.classes[vc].chunk(vslot)).atime();
+                self.classes[c].window.took(now.saturating_sub(atime));
+            }
             let kept = keep.then(|| encode(c, slot));
             self.reclaim_victim(victim, kind, now, kept, on_reclaim);
             return Some(slot);

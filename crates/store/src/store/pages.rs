@@ -173,10 +173,10 @@ impl SlabStore {
 
     /// Turns inline page moves on or off (`slabs automove 0|1`).
     pub fn set_automove(&mut self, on: bool) {
-        self.automove = on;
+        self.automove.on = on;
     }
 
     pub fn automove(&self) -> bool {
-        self.automove
+        self.automove.on
     }
 }
