@@ -25,5 +25,5 @@ pub use location::{Location, LOCATION_CLASS_BITS, MAX_CLASSES, NO_LOCATION};
 pub use store::{
     ChunkAt, ClassCounts, ClassImage, ClassOp, ClassReport, CrawlCursor, HitHeader, Lookup,
     ReassignError, Reclaim, RestoreError, SlabStore, Stage, StoreConfig, StoreError, StoreImage,
-    StoreStats, ValueParts, MAX_AGE_RATIO, MIN_AGE_GAP, RECENT_WRITES, WINDOW,
+    StoreStats, ValueParts, MAX_AGE_RATIO, RECENT_WRITES, WINDOW,
 };

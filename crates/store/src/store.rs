@@ -15,7 +15,7 @@ mod report;
 mod scan;
 mod stage;
 mod warm;
-pub use automove::{MAX_AGE_RATIO, MIN_AGE_GAP, WINDOW};
+pub use automove::{MAX_AGE_RATIO, WINDOW};
 pub use chain::ValueParts;
 use chunks::Class;
 pub use hit::HitHeader;

@@ -141,10 +141,7 @@ impl SlabStore {
         let Some(page) = self.take_page(donor, now, &mut on_reclaim) else {
             return false;
         };
-        // As `reassign`: the page's chunks are carved as the class needs them.
-        let bump = self.classes[young].bump;
-        self.give_page(young, page, true);
-        self.classes[young].bump = bump;
+        self.give_page_uncarved(young, page);
         true
     }
 }

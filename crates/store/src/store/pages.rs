@@ -155,11 +155,16 @@ impl SlabStore {
         let page = self
             .take_page(from, now, &mut on_reclaim)
             .ok_or(ReassignError::Busy)?;
-        // give_page hands out the page's first chunk; a reassign uses none of it yet.
-        let bump = self.classes[to].bump;
-        self.give_page(to, page, true);
-        self.classes[to].bump = bump;
+        self.give_page_uncarved(to, page);
         Ok(())
+    }
+
+    /// Adds a moved page to class `c` without handing out a chunk of it (`give_page` hands
+    /// out its first): its chunks are carved as the class needs them.
+    pub(super) fn give_page_uncarved(&mut self, c: usize, page: Carved) {
+        let bump = self.classes[c].bump;
+        self.give_page(c, page, true);
+        self.classes[c].bump = bump;
     }
 
     /// The source memcached's `slabs reassign -1 <to>` picks for itself: a class other than
