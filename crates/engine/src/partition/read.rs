@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::policy::Proc;
-use hkv_store::{ChunkAt, Lookup};
+use hkv_store::{ChunkAt, HitHeader, Lookup};
 
 impl Partition {
     pub(super) fn flush_reads(
@@ -36,6 +36,12 @@ impl Partition {
         let clock = || (weight > 0).then(std::time::Instant::now);
         let t = clock();
         let (mut kc_proc, mut rd_proc) = self.items_procs(n);
+        if t.is_none() && kc_proc == Proc::Cpu && rd_proc == Proc::Cpu {
+            self.kc_rd_group(reqs, now, results, data, group_bytes);
+            self.group.clear();
+            self.group_sigs = [0; 4];
+            return;
+        }
         if kc_proc == Proc::Device && !self.kc_on_device(reqs, now) {
             kc_proc = Proc::Cpu;
         }
@@ -66,7 +72,8 @@ impl Partition {
         for (j, (((&i, h), &loc), &kc)) in each.enumerate() {
             let copied = items::ItemsDevice::value(&values, &value_at, j);
             let i = i as usize;
-            results[i] = self.rd_one(&reqs[i], h, loc, kc, now, data, group_bytes, copied);
+            let header = None;
+            results[i] = self.rd_one(&reqs[i], h, loc, kc, header, now, data, group_bytes, copied);
         }
         self.group = group;
         self.group_hashes = group_hashes;
@@ -132,16 +139,44 @@ impl Partition {
             if let Some(next) = ahead.next() {
                 store.prefetch(next);
             }
-            group_kc.push(match store.lookup(loc, reqs[i as usize].key, now) {
-                Lookup::Live(at) => Kc::LiveAt(at),
-                Lookup::Expired => Kc::Expired,
-                Lookup::Empty => Kc::Miss,
-                Lookup::OtherKey => {
-                    stats.key_mismatches += 1;
-                    Kc::Miss
-                }
-            });
+            let found = store.lookup(loc, reqs[i as usize].key, now);
+            group_kc.push(kc_of(found, &mut stats.key_mismatches));
         }
+    }
+
+    /// KC and RD of each read in one pass, where both run on the CPU and the group is not
+    /// timed (timed groups take two passes, so each task has its own time): the header KC
+    /// loads is the one RD answers from, and nothing is kept per read in between. Items are
+    /// prefetched as in [`Partition::kc_group`].
+    fn kc_rd_group(
+        &mut self,
+        reqs: &[Request<'_>],
+        now: u32,
+        results: &mut [Response],
+        data: &mut Vec<u8>,
+        group_bytes: &mut Vec<usize>,
+    ) {
+        let group = std::mem::take(&mut self.group);
+        let group_hashes = std::mem::take(&mut self.group_hashes);
+        let locs = std::mem::take(&mut self.group_locs);
+        for &loc in locs.iter().take(ITEM_PREFETCH_DISTANCE) {
+            self.store.prefetch(loc);
+        }
+        let mut ahead = locs.iter().skip(ITEM_PREFETCH_DISTANCE).copied();
+        for ((&i, h), &loc) in group.iter().zip(&group_hashes).zip(&locs) {
+            if let Some(next) = ahead.next() {
+                self.store.prefetch(next);
+            }
+            let req = &reqs[i as usize];
+            let (found, header) = self.store.lookup_header(loc, req.key, now);
+            let kc = kc_of(found, &mut self.stats.key_mismatches);
+            let header = Some(header).filter(|_| kc.is_live());
+            results[i as usize] =
+                self.rd_one(req, h, loc, kc, header, now, data, group_bytes, None);
+        }
+        self.group = group;
+        self.group_hashes = group_hashes;
+        self.group_locs = locs;
     }
 
     /// RD of the `j`th read of the group, from what KC found. `copied`: the value the
@@ -154,6 +189,7 @@ impl Partition {
         h: &KeyHash,
         loc: Location,
         kc: Kc,
+        header: Option<HitHeader>,
         now: u32,
         data: &mut Vec<u8>,
         group_bytes: &mut Vec<usize>,
@@ -166,7 +202,10 @@ impl Partition {
                     Kc::LiveAt(at) if copied.is_none() => Some(at),
                     _ => None,
                 };
-                let header = at.and_then(|at| self.store.header_at(at));
+                let header = match header {
+                    Some(h) => at.map(|_| h),
+                    None => at.and_then(|at| self.store.header_at(at)),
+                };
                 if req.deferrable {
                     let value_len = match &header {
                         Some(h) => h.value_len as usize,
@@ -236,6 +275,21 @@ impl Partition {
             return None;
         }
         Some(loc)
+    }
+}
+
+/// KC's verdict on what [`SlabStore::lookup`](hkv_store::SlabStore::lookup) found; a
+/// signature collision is counted in `mismatches`.
+#[inline(always)]
+fn kc_of(found: Lookup, mismatches: &mut u64) -> Kc {
+    match found {
+        Lookup::Live(at) => Kc::LiveAt(at),
+        Lookup::Expired => Kc::Expired,
+        Lookup::Empty => Kc::Miss,
+        Lookup::OtherKey => {
+            *mismatches += 1;
+            Kc::Miss
+        }
     }
 }
 

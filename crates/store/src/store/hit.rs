@@ -6,7 +6,7 @@ use crate::item::*;
 use crate::location::{decode, Location};
 
 /// An item's header as a read found it, before the read bumped it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HitHeader {
     /// Meta state bits ([`FETCHED`], [`STALE`], [`WIN_SENT`], [`BINARY_KEY`]).
     pub bits: u8,

@@ -36,33 +36,53 @@ impl SlabStore {
     /// KC: whether the item at `loc` is `key`'s, and live at `now`.
     #[inline(always)]
     pub fn lookup(&self, loc: Location, key: &[u8], now: u32) -> Lookup {
+        match self.find_live(loc, key, now) {
+            Ok((at, _)) => Lookup::Live(at),
+            Err(found) => found,
+        }
+    }
+
+    /// [`SlabStore::lookup`], with the live item's header read while its line is loaded:
+    /// for a read whose RD follows at once (nothing can bump or change the item between).
+    #[inline(always)]
+    pub fn lookup_header(&self, loc: Location, key: &[u8], now: u32) -> (Lookup, HitHeader) {
+        match self.find_live(loc, key, now) {
+            Ok((at, chunk)) => (Lookup::Live(at), HitHeader::of(&Item::new(chunk))),
+            Err(found) => (found, HitHeader::default()),
+        }
+    }
+
+    /// The chunk of `key`'s live item at `loc`, or what was there instead.
+    #[inline(always)]
+    fn find_live(&self, loc: Location, key: &[u8], now: u32) -> Result<(ChunkAt, &[u8]), Lookup> {
         let (c, slot) = decode(loc);
         let Some(class) = self.classes.get(c) else {
-            return Lookup::Empty;
+            return Err(Lookup::Empty);
         };
         let (p, off) = class.split(slot);
         // `off < per_page`, so the page exists exactly when `slot < slots()`.
         let Some(page) = class.pages.get(p) else {
-            return Lookup::Empty;
+            return Err(Lookup::Empty);
         };
         let r = class.chunk_range(off);
         let start = r.start as u32;
         let chunk = &page[r];
         if chunk[OFF_STATUS] != IN_USE {
-            return Lookup::Empty;
+            return Err(Lookup::Empty);
         }
         let item = Item::new(chunk);
         if !item.key_is(key) {
-            return Lookup::OtherKey;
+            return Err(Lookup::OtherKey);
         }
         if item.is_expired(now) {
-            return Lookup::Expired;
+            return Err(Lookup::Expired);
         }
-        Lookup::Live(ChunkAt {
+        let at = ChunkAt {
             class: c as u32,
             page: p as u32,
             start,
-        })
+        };
+        Ok((at, chunk))
     }
 
     #[inline(always)]
@@ -94,28 +114,37 @@ impl SlabStore {
         bump: bool,
         out: &mut Vec<u8>,
     ) {
-        let Some(chunk) = self.chunk_at(at) else {
+        let Some(class) = self.classes.get_mut(at.class as usize) else {
             return;
         };
-        let item = Item::new(chunk);
-        match item.flat_value() {
-            Some(v) => out.extend_from_slice(v),
-            None => self.copy_value(&item, out),
+        let size = class.info.chunk;
+        let start = at.start as usize;
+        let Some(chunk) = class
+            .pages
+            .get_mut(at.page as usize)
+            .and_then(|page| page.get_mut(start..start + size))
+        else {
+            return;
+        };
+        let flat = Item::new(chunk).flat_value();
+        let chained = flat.is_none();
+        if let Some(v) = flat {
+            out.extend_from_slice(v);
         }
-        let class = &mut self.classes[at.class as usize];
         class.counts.hits += 1;
         if bump {
-            let size = class.info.chunk;
-            let start = at.start as usize;
-            let Some(chunk) = class.pages[at.page as usize].get_mut(start..start + size) else {
-                return;
-            };
             if chunk[OFF_REFERENCED] == 0 {
                 chunk[OFF_REFERENCED] = 1;
             }
             if header.bits & FETCHED == 0 || header.atime != now {
                 chunk[OFF_BITS] |= FETCHED;
                 wr32(chunk, OFF_ATIME, now);
+            }
+        }
+        if chained {
+            // The parts live in other chunks: copied through the store (rare: large values).
+            if let Some(chunk) = self.chunk_at(at) {
+                self.copy_value(&Item::new(chunk), out);
             }
         }
     }
