@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test hkv has, installing what they need first. This is what CI runs.
-#   FUZZ_SECONDS=N   seconds per fuzz target (default 20; 0 skips fuzzing). Long runs, with a
+#   FUZZ_SECONDS=N   seconds per fuzz target (default 10; 0 skips fuzzing). Long runs, with a
 #                    kept corpus: scripts/fuzz-long.sh (docs/reliability.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 # One full build per run: incremental caches would only add a gigabyte of disk.
 export CARGO_INCREMENTAL=0
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
 
 # Each step says when it started and how long the run has taken, so a slow CI run shows
 # which step to move into a documented script.
