@@ -58,6 +58,13 @@ fn reads_of_one_key_in_one_group_see_the_reads_before_them() {
             later,
             &[no_bump(b"k"), Request::get(b"k"), Request::get(b"k")],
         );
+        // KC is timed only in timed groups, which are the ones that take two passes.
+        let timed = e.stats().task_kc_ns > 0;
+        assert_eq!(
+            timed,
+            min_us > 0.0,
+            "min_us {min_us}: the pass under test did not run"
+        );
         let v = b"v1".to_vec();
         assert_eq!(
             r,
@@ -90,12 +97,56 @@ fn a_read_after_a_write_of_its_key_in_one_batch_sees_the_write() {
             .collect();
         assert_eq!(
             values,
-            [b"old".to_vec(), b"new value".to_vec(), b"new value".to_vec()],
+            [
+                b"old".to_vec(),
+                b"new value".to_vec(),
+                b"new value".to_vec()
+            ],
             "min_us {min_us}"
         );
         let Response::Value { bits, .. } = out.results[4] else {
             panic!("expected a hit");
         };
         assert_ne!(bits & hit::FETCHED, 0, "min_us {min_us}");
+    }
+}
+
+#[test]
+fn an_expired_key_read_twice_in_one_group_is_removed_once_and_missed_twice() {
+    for min_us in [0.0, 100.0] {
+        let e = engine(min_us);
+        // No expiry sweep (`lru_crawler disable`): the reads find the expired item.
+        e.set_crawler(false);
+        let mut out = Responses::default();
+        let set = [
+            Request::store(Op::Set, b"gone", b"v", 0, 0).with_exptime(10),
+            Request::store(Op::Set, b"kept", b"w", 0, 0),
+        ];
+        e.execute(&set, NOW, &mut out, &mut Scratch::default());
+        let before = e.stats();
+        let mut out = Responses::default();
+        let reqs = [
+            Request::get(b"gone"),
+            Request::get(b"kept"),
+            Request::get(b"gone"),
+        ];
+        e.execute(&reqs, NOW + 20, &mut out, &mut Scratch::default());
+        let r: Vec<String> = out
+            .results
+            .iter()
+            .map(|r| match r {
+                Response::Value { .. } => format!("VALUE {:?}", out.value(r)),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(r, ["Miss", "VALUE [119]", "Miss"], "min_us {min_us}");
+        let after = e.stats();
+        assert_eq!(after.get_misses - before.get_misses, 2, "min_us {min_us}");
+        assert_eq!(after.get_hits - before.get_hits, 1, "min_us {min_us}");
+        assert_eq!(
+            after.expired_on_access - before.expired_on_access,
+            1,
+            "min_us {min_us}"
+        );
     }
 }

@@ -452,13 +452,20 @@ mod tests {
 
     #[test]
     fn rusage_reports_the_cpu_seconds_proc_reports() {
-        // Enough work that the figures are well above the ticks' 10 ms.
+        // Enough work that the figures are well above the ticks' 10 ms: spun until /proc
+        // counts 300 ms of user time (not 300 ms of wall time: on a loaded machine this
+        // thread may get a fraction of that, and the test failed so once).
         let start = std::time::Instant::now();
+        let first_user = proc_cpu().0;
         let mut x = 0u64;
-        while start.elapsed() < std::time::Duration::from_millis(300) {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        while proc_cpu().0 < first_user + 0.3
+            && start.elapsed() < std::time::Duration::from_secs(60)
+        {
+            for _ in 0..100_000 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            std::hint::black_box(x);
         }
-        std::hint::black_box(x);
         let (before_user, before_system) = proc_cpu();
         let (user, system) = rusage();
         let (after_user, after_system) = proc_cpu();

@@ -103,7 +103,8 @@ impl SlabStore {
         (chunk[OFF_STATUS] == IN_USE).then(|| HitHeader::of(&Item::new(chunk)))
     }
 
-    /// RD of the item KC found at `at`, whose header [`SlabStore::header_at`] just read:
+    /// RD of the item KC found at `at`, whose header [`SlabStore::header_at`] or
+    /// [`SlabStore::lookup_header`] just read:
     /// appends its value to `out` and records the hit, as [`SlabStore::read_hit`] does.
     #[inline(always)]
     pub fn read_at(
