@@ -39,6 +39,8 @@ SCRIPTS = [
     b"ms r 1 T10\r\nx\r\nmg r R30 v t\r\nmg r R30 v t\r\nmg r R5 v\r\nms r2 1 T100\r\ny\r\nmg r2 R30 v\r\nmg r2 T5 R30 t v\r\n",
     b"ms st 2\r\nab\r\nmd st I\r\nmg st v c\r\nmg st v\r\nmg st\r\nms st 2\r\ncd\r\nmg st v\r\nmd st I T30 q\r\nmn\r\nmg st t v\r\n",
     b"md nope I\r\nms xx 3 F7 T0\r\nabc\r\nmd xx I T0\r\nmg xx v f t\r\nmg xx v f t\r\n",
+    # Found by a differential probe (stop 56): text reads of a stale item leave its token to mg.
+    b"set sg 0 0 1\r\nx\r\nmd sg I\r\nget sg\r\ngets sg\r\ngat 0 sg\r\nmg sg v c\r\nmg sg v\r\nmn\r\n",
     # ms modes, C/I/c, invalid modes. (E, ms N, mg C and md x are newer than memcached
     # 1.6.18, which refuses them: crates/server/tests/meta.rs checks them against the spec.)
     b"ms m 1 MS c\r\na\r\nms m 1 ME\r\nb\r\nms m2 1 Me\r\nb\r\nms m 1 MR k\r\nc\r\nms m 1 MP\r\nd\r\nms m 1 Ma\r\ne\r\nmg m v\r\n",

@@ -118,6 +118,8 @@ pub struct Partition {
     write_hashes: Vec<KeyHash>,
     write_owner: Vec<u32>,
     write_found: Vec<Location>,
+    /// Writes of the batch not run yet: none left, nothing to prefetch for them.
+    writes_left: usize,
     batches_since_apply: u32,
     /// `index.rebuilds` when the table was last known to agree with the index.
     seen_rebuilds: u64,
@@ -205,6 +207,7 @@ impl Partition {
             write_hashes: Vec::new(),
             write_owner: Vec::new(),
             write_found: Vec::new(),
+            writes_left: 0,
             batches_since_apply: 0,
             seen_rebuilds: 0,
             applying: Vec::new(),
@@ -449,7 +452,9 @@ impl Partition {
             let iu = i as usize;
             let req = &reqs[iu];
             let h = hashes[iu];
-            self.prefetch_writes_ahead(reqs, hashes, &order, pos);
+            if self.writes_left > 0 {
+                self.prefetch_writes_ahead(reqs, hashes, &order, pos);
+            }
             if req.is_read() {
                 self.group.push(i);
                 let (w, bit) = read::sig_bit(&h);
@@ -467,6 +472,7 @@ impl Partition {
             {
                 self.flush_reads(reqs, hashes, now, results, data, group_bytes);
             }
+            self.writes_left = self.writes_left.saturating_sub(1);
             self.last = After::default();
             self.cas_override = req.meta.new_cas;
             self.binary_key = req.meta.binary_key;

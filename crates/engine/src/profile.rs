@@ -137,16 +137,27 @@ impl Profile {
     /// and inherits its count, which is remembered as that counter's possible over-count.
     fn sample(&mut self, tag: u64) {
         self.sampled += 1.0;
-        if let Some(h) = self.hitters.iter_mut().find(|h| h.0 == tag) {
-            h.1 += 1.0;
-            return;
+        // One pass finds the key or, failing that, the first smallest counter (counts are
+        // finite and never NaN, so `<` orders them): most samples of a spread-out load are
+        // new keys, and two scans of the sketch were most of the profile's cost.
+        let mut min = 0;
+        let mut min_count = f64::INFINITY;
+        for (i, h) in self.hitters.iter_mut().enumerate() {
+            if h.0 == tag {
+                h.1 += 1.0;
+                return;
+            }
+            if h.1 < min_count {
+                min_count = h.1;
+                min = i;
+            }
         }
         if self.hitters.len() < SLOTS {
             self.hitters.push((tag, 1.0, 0.0));
             return;
         }
-        if let Some(min) = self.hitters.iter_mut().min_by(|a, b| a.1.total_cmp(&b.1)) {
-            *min = (tag, min.1 + 1.0, min.1);
+        if let Some(h) = self.hitters.get_mut(min) {
+            *h = (tag, min_count + 1.0, min_count);
         }
     }
 
@@ -256,5 +267,46 @@ mod tests {
         let r = Profile::report([&p]);
         assert!(r.get_share > 0.95, "{r:?}");
         assert!(r.top_key_share > 0.9, "{r:?}");
+    }
+
+    /// The space-saving sketch as it is defined: find the key, else take a free counter,
+    /// else replace the first smallest counter (two scans; the sketch does one).
+    fn model_sample(hitters: &mut Vec<(u64, f64, f64)>, tag: u64) {
+        if let Some(h) = hitters.iter_mut().find(|h| h.0 == tag) {
+            h.1 += 1.0;
+            return;
+        }
+        if hitters.len() < SLOTS {
+            hitters.push((tag, 1.0, 0.0));
+            return;
+        }
+        if let Some(min) = hitters.iter_mut().min_by(|a, b| a.1.total_cmp(&b.1)) {
+            *min = (tag, min.1 + 1.0, min.1);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_sketch_counts_as_space_saving_does(
+            tags in proptest::collection::vec(0u64..80, 0..600),
+            decay_at in proptest::collection::vec(0usize..600, 0..4),
+        ) {
+            let mut p = Profile::default();
+            let mut model: Vec<(u64, f64, f64)> = Vec::new();
+            for (i, &tag) in tags.iter().enumerate() {
+                if decay_at.contains(&i) {
+                    p.undecayed = 3000;
+                    p.decay();
+                    let keep = 0.5f64.powf(3000.0 / HALF_LIFE);
+                    for h in &mut model {
+                        h.1 *= keep;
+                        h.2 *= keep;
+                    }
+                }
+                p.sample(tag);
+                model_sample(&mut model, tag);
+                proptest::prop_assert_eq!(&p.hitters, &model);
+            }
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{engines, Client, Hkv};
+use common::{bin_request, engines, read_exact, Client, Hkv};
 
 fn each_engine(test: impl Fn(&Hkv)) {
     for engine in engines() {
@@ -143,6 +143,33 @@ fn the_recache_token_is_won_exactly_once() {
             let others = replies.iter().filter(|r| r.ends_with(" Z\r\n")).count();
             assert_eq!((wins, others), (1, 7), "{ask:?}: {replies:?}");
         }
+    });
+}
+
+#[test]
+fn regression_a_text_or_binary_get_of_a_stale_item_leaves_its_recache_token() {
+    // Found by a differential probe: hkv handed the token of a stale item to whatever read
+    // it first, so after a `get` the next mg saw `Z X`; memcached gives tokens to mg only
+    // (`X W`), whatever classic or binary reads came before.
+    each_engine(|h| {
+        let mut c = h.connect();
+        for (i, read) in ["get", "gets", "gat 0", "gats 0"].iter().enumerate() {
+            let key = format!("stale{i}");
+            c.expect(&format!("set {key} 0 0 1\r\nx\r\n"), "STORED\r\n");
+            c.expect(&format!("md {key} I\r\n"), "HD\r\n");
+            let got = c.call(&format!("{read} {key}\r\n"), "END\r\n");
+            assert!(got.ends_with("x\r\nEND\r\n"), "{read}: {got:?}");
+            c.expect(&format!("mg {key} v\r\n"), "VA 1 X W\r\nx\r\n");
+            c.expect(&format!("mg {key} v\r\n"), "VA 1 Z X\r\nx\r\n");
+        }
+        // Binary GET (opcode 0x00) of a stale item, then mg.
+        c.expect("set bstale 0 0 1\r\nx\r\n", "STORED\r\n");
+        c.expect("md bstale I\r\n", "HD\r\n");
+        let mut b = h.connect();
+        b.send(&bin_request(0x00, b"bstale", &[], &[]));
+        let reply = read_exact(&mut b, 24 + 4 + 1);
+        assert_eq!((reply[0], reply[7], &reply[28..]), (0x81, 0, &b"x"[..]));
+        c.expect("mg bstale v\r\n", "VA 1 X W\r\nx\r\n");
     });
 }
 

@@ -71,9 +71,12 @@ pub struct Meta {
     /// `getset`, `getdel`, meta `G` (KVCG's previous value): a storage command or DELETE
     /// also answers the value its key held before it ran ([`After::previous`]).
     pub previous: bool,
-    /// mg whose reply will be an error (an opaque past memcached's limit): it runs, but
-    /// hands out no recache token, as memcached's reply fails before it sends `W`.
-    pub withhold_token: bool,
+    /// mg: a stale item, or one whose TTL left is below `R`, hands this read the recache
+    /// token (`W`) if nobody holds it yet. Off for every other read: text and binary GETs
+    /// never take the token, as in memcached (a `get` of a stale item leaves the `W` to the
+    /// next mg); and off for an mg whose reply will be an error (an opaque past memcached's
+    /// limit), as memcached's reply fails before it sends `W`.
+    pub recache_token: bool,
     /// `ms`, in every mode: a store that cannot get memory for its value unlinks the key's
     /// old value, as memcached's mset does. Elsewhere only SET unlinks it; append, prepend,
     /// replace, cas and incr keep it, as memcached does.

@@ -111,7 +111,7 @@ impl Partition {
             .is_some_and(|r| expiry != 0 && i64::from(expiry.saturating_sub(now)) < r);
         if state & WIN_SENT != 0 {
             bits |= hit::WON_ELSEWHERE;
-        } else if req.meta.withhold_token {
+        } else if !req.meta.recache_token {
         } else if state & STALE != 0 || near_expiry {
             bits |= hit::WIN;
             self.store.update_bits(loc, WIN_SENT, 0);
@@ -215,7 +215,7 @@ impl Partition {
         data: &mut Vec<u8>,
     ) -> Response {
         let mut r = self.rd_answer_hit(req, loc, now, data);
-        if req.meta.withhold_token {
+        if !req.meta.recache_token {
             return r;
         }
         if let Response::Value { ref mut bits, .. } = r {

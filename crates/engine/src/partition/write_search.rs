@@ -32,11 +32,13 @@ impl Partition {
         hs.clear();
         owner.clear();
         let waiting = !self.pending.is_empty();
+        self.writes_left = 0;
         for &i in order {
             let req = &reqs[i as usize];
             if req.is_read() {
                 continue;
             }
+            self.writes_left += 1;
             if !(waiting && self.pending.get(req.key, &hashes[i as usize]).is_some()) {
                 hs.push(hashes[i as usize]);
                 owner.push(i);

@@ -135,7 +135,7 @@ fn plan_request<'a>(
             meta.recache = f.recache;
             meta.flag_order = f.order;
             meta.vivify = f.vivify;
-            meta.withhold_token = f.opaque_too_long;
+            meta.recache_token = !f.opaque_too_long;
             if f.vivify.is_none() {
                 // E only matters when mg creates the item.
                 meta.new_cas = None;
