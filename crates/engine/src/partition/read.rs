@@ -179,8 +179,10 @@ impl Partition {
         self.group_locs = locs;
     }
 
-    /// RD of the `j`th read of the group, from what KC found. `copied`: the value the
-    /// device's RD copied for it, if it did.
+    /// RD of the `j`th read of the group, from what KC found. `header`: the live item's
+    /// header as KC read it right before this RD (one pass), or None to read it here (two
+    /// passes: earlier reads of the group may have bumped the item since its KC).
+    /// `copied`: the value the device's RD copied for it, if it did.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn rd_one(
