@@ -218,6 +218,11 @@ BIN_SCRIPTS = [
     # A known opcode of the wrong shape: invalid arguments, then the connection is closed.
     bin_req(0x01, b"", SET_EXTRAS, b"v", 1) + bin_req(0x0A, opaque=2),
     bin_req(0x11, b"k", b"\0\0\0\0", b"v", 1) + bin_req(0x0A, opaque=2),
+    # Found by a differential probe (stop 56): SASL AUTH/STEP without a mechanism, on a
+    # server without -S, is invalid arguments, then closed; with one, unknown command.
+    bin_req(0x21, value=b"\0a\0b", opaque=1) + bin_req(0x0C, b"k", opaque=2) + bin_req(0x0A, opaque=3),
+    bin_req(0x22, value=b"x", opaque=1) + bin_req(0x0A, opaque=2),
+    bin_req(0x21, b"PLAIN", value=b"\0a\0b", opaque=1) + bin_req(0x0A, opaque=2),
     # Lengths that disagree: invalid arguments, then the connection is closed.
     bin_req(0x00, b"key", opaque=1)[:8] + struct.pack(">I", 1) + bin_req(0x00, b"key", opaque=1)[12:],
 ]

@@ -147,8 +147,7 @@ pub enum BinParsed<'a> {
 enum KeyRule {
     Required,
     Forbidden,
-    /// STAT (a group) and the SASL commands (a mechanism: an empty one is the planner's
-    /// `Invalid arguments`).
+    /// STAT (a group).
     Optional,
 }
 
@@ -168,7 +167,9 @@ fn shape(opcode: u8) -> Option<(Option<usize>, KeyRule, bool)> {
         STAT => (Some(0), Optional, false),
         TOUCH | GAT | GATQ | GATK | GATKQ => (Some(4), Required, false),
         SASL_LIST_MECHS => (Some(0), Forbidden, false),
-        SASL_AUTH | SASL_STEP => (Some(0), Optional, true),
+        // A mechanism is required whether or not -S is on: memcached answers an empty one
+        // with "Invalid arguments" and closes before it looks at -S.
+        SASL_AUTH | SASL_STEP => (Some(0), Required, true),
         _ => return None,
     })
 }

@@ -48,6 +48,23 @@ fn sasl_requests_parse_with_a_mechanism_key() {
 }
 
 #[test]
+fn regression_sasl_auth_or_step_without_a_mechanism_is_invalid_and_closes_as_in_memcached() {
+    // Found by a differential probe: without -S hkv answered "Unknown command" and kept
+    // the connection; memcached refuses the empty mechanism first, with or without -S.
+    use crate::testkit::bin_request as req;
+    for opcode in [op::SASL_AUTH, op::SASL_STEP] {
+        for value in [&b""[..], b"x"] {
+            match parse(&req(opcode, &[], b"", value), 1024) {
+                BinParsed::Error { status, close, .. } => {
+                    assert_eq!((status, close), (status::EINVAL, true), "{opcode:#x}");
+                }
+                other => panic!("{opcode:#x}: {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
 fn regression_a_value_of_exactly_dash_i_bytes_is_too_large_as_in_memcached() {
     use crate::testkit::bin_request as req;
     let limits = crate::text::Limits::default();
