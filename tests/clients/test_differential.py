@@ -223,6 +223,11 @@ BIN_SCRIPTS = [
     bin_req(0x21, value=b"\0a\0b", opaque=1) + bin_req(0x0C, b"k", opaque=2) + bin_req(0x0A, opaque=3),
     bin_req(0x22, value=b"x", opaque=1) + bin_req(0x0A, opaque=2),
     bin_req(0x21, b"PLAIN", value=b"\0a\0b", opaque=1) + bin_req(0x0A, opaque=2),
+    # Found by a differential probe (stop 56): INCR/DECR creating a counter that is already
+    # expired (an absolute exptime in the past) answers the initial value with a CAS, and
+    # the counter is gone at once.
+    bin_req(0x05, b"x", struct.pack(">QQI", 1, 5, 2592001), opaque=1) + bin_req(0x00, b"x", opaque=2)
+    + bin_req(0x06, b"x", struct.pack(">QQI", 1, 5, 2592001), opaque=3) + bin_req(0x05, b"x", NO_CREATE, opaque=4),
     # Lengths that disagree: invalid arguments, then the connection is closed.
     bin_req(0x00, b"key", opaque=1)[:8] + struct.pack(">I", 1) + bin_req(0x00, b"key", opaque=1)[12:],
 ]

@@ -183,6 +183,43 @@ fn incr_decr_follow_memcached() {
     );
 }
 
+/// Found by a binary differential probe (stop 56): an INCR/DECR that creates its counter
+/// already expired answered CAS 0, where memcached stores the counter (gone at once) and
+/// answers the CAS it took. The counter is still not there afterwards.
+#[test]
+fn regression_a_counter_created_already_expired_answers_a_cas() {
+    for parts in [1, 3] {
+        let e = engine(parts);
+        let create = Request {
+            initial: Some(7),
+            exptime: -1,
+            ..Request::incr(b"gone", 1)
+        };
+        let mut out = Responses::default();
+        e.execute(
+            &[create, Request::get(b"gone")],
+            NOW,
+            &mut out,
+            &mut Scratch::default(),
+        );
+        assert_eq!(out.results[0], Response::Number(7));
+        assert_ne!(
+            out.after[0].cas, 0,
+            "the reply carries the CAS the item took"
+        );
+        assert_eq!(out.results[1], Response::Miss);
+        // The next item gets a later CAS: the dead one used its number up.
+        let mut next = Responses::default();
+        e.execute(
+            &[Request::set(b"gone", b"1"), Request::gets(b"gone")],
+            NOW,
+            &mut next,
+            &mut Scratch::default(),
+        );
+        assert!(next.after[0].cas > out.after[0].cas);
+    }
+}
+
 #[test]
 fn expiry_relative_absolute_negative_and_touch() {
     let e = engine(1);

@@ -248,6 +248,13 @@ impl SlabStore {
         (i < self.classes.len()).then_some(i)
     }
 
+    /// Uses up the next CAS for an item that is stored and gone at once (an INCR/DECR that
+    /// creates its counter already expired): memcached links such an item, so its reply
+    /// carries the CAS the item took (0 with `-C`).
+    pub fn issue_cas(&mut self) -> u64 {
+        self.take_cas()
+    }
+
     fn take_cas(&mut self) -> u64 {
         let c = self.next_cas;
         self.next_cas = self.next_cas.wrapping_add(self.cas_step);

@@ -264,7 +264,22 @@ impl Partition {
                 _ => req.exptime,
             };
             let raw = match expiry_from_exptime(exptime, now) {
-                Expiry::AlreadyExpired => return Response::Number(initial),
+                Expiry::AlreadyExpired => {
+                    // memcached stores the counter and it expires at once: nothing is kept
+                    // here, but the reply carries a CAS as memcached's does.
+                    let cas = match self.cas_override {
+                        Some(c) if self.store.cas_enabled() => c,
+                        _ => self.store.issue_cas(),
+                    };
+                    self.last = After {
+                        cas,
+                        len: text.len() as u32,
+                        expiry: 0,
+                        created: true,
+                        previous: None,
+                    };
+                    return Response::Number(initial);
+                }
                 e => e.to_raw(),
             };
             return match self.store_raw(req.key, h, Parts::Buf, 0, raw, now, None, false) {
