@@ -182,6 +182,32 @@ fn udp_and_tcp_requests_share_the_store() {
     }
 }
 
+/// Found by a differential probe (stop 57): once a value of a megabyte had been stored,
+/// every `gat` key after a datagram's first read got `SERVER_ERROR out of memory writing get
+/// response`, and the rest of the datagram was dropped (the key was not touched either).
+#[test]
+fn regression_udp_gat_after_a_read_is_answered_with_large_values_stored() {
+    let h = Hkv::start(&["--udp-listen", "127.0.0.1:0", "-t", "1"]);
+    let mut c = h.connect();
+    let big = "x".repeat(1_000_000);
+    c.expect(
+        &format!("set big 0 0 {}\r\n{big}\r\n", big.len()),
+        "STORED\r\n",
+    );
+    c.expect(
+        "set y1 0 0 1\r\na\r\nset y2 0 0 1\r\nb\r\n",
+        "STORED\r\nSTORED\r\n",
+    );
+    let s = udp_client(&h);
+    s.send(&request(1, 0, 1, b"gat 0 y1 nope\r\ngat 100 y2\r\nmn\r\n"))
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&reply(&s, 1).1),
+        "VALUE y1 0 1\r\na\r\nEND\r\nVALUE y2 0 1\r\nb\r\nEND\r\nMN\r\n"
+    );
+    c.expect("mg y2 t\r\n", "HD t100\r\n");
+}
+
 fn bin_req(opcode: u8, key: &[u8], extras: &[u8], value: &[u8], opaque: u32) -> Vec<u8> {
     let body = [extras, key, value].concat();
     let mut p = vec![0x80, opcode];

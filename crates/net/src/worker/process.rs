@@ -243,6 +243,11 @@ impl Worker {
         // writing get response` after the first 256 (a hostile probe).
         budget.keys_per_conn = usize::MAX;
         (budget.conn_out_left, budget.out_left) = (usize::MAX, usize::MAX);
+        // Nor can a `gat` key refused by a client's share of the pass: its reply is sent this
+        // pass, not buffered under the output high-water that share stands for. Only the
+        // pass's own bound holds: once one value of a megabyte was stored, every `gat` key
+        // after a datagram's first read was refused (a differential probe).
+        budget.per_client = budget.nd_left;
         // Then a pass's datagrams together are bounded instead: 64 datagrams of 32,000 keys
         // each would make one batch of two million.
         let udp_keys_from = batch.len();
