@@ -48,8 +48,8 @@ pub use hkv_store::HEADER_BYTES as ITEM_HEADER_BYTES;
 pub use hkv_store::{chunk_sizes, ClassReport, ReassignError, StoreStats, REALTIME_MAXDELTA};
 pub use hkv_store::{MAX_AGE_RATIO as SLAB_AUTOMOVE_RATIO, WINDOW as SLAB_AUTOMOVE_WINDOW};
 pub use hkv_types::{
-    hit, After, Cmp, Elem, Meta, Op, PinRelease, Pinned, Previous, ReduceOp, Reduced, Request,
-    Response, Responses, Staged, UpdateOp, Vector, VectorCall, VectorError,
+    hit, After, Cmp, Elem, Meta, Op, PinRelease, Pinned, Previous, ReadStats, ReduceOp, Reduced,
+    Request, Response, Responses, Staged, UpdateOp, Vector, VectorCall, VectorError,
 };
 pub use index::placement::DeviceTable;
 pub use index::IndexReport;

@@ -160,7 +160,10 @@ pub(crate) fn wr_compose(
             // `me` reports the slab class the item lives in (a chained one's header's).
             let class_of =
                 |key_len: usize, value_len: usize| shared.engine.item_class(key_len, value_len);
-            shared.stats.cmd_meta.fetch_add(1, Ordering::Relaxed);
+            // memcached's `cmd_meta` counts `me` alone.
+            if matches!(m, hkv_proto::step::MetaStep::Debug { .. }) {
+                shared.stats.cmd_meta.fetch_add(1, Ordering::Relaxed);
+            }
             hkv_proto::meta::compose(
                 m,
                 rbuf,

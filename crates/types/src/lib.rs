@@ -77,10 +77,28 @@ pub struct Meta {
     /// next mg); and off for an mg whose reply will be an error (an opaque past memcached's
     /// limit), as memcached's reply fails before it sends `W`.
     pub recache_token: bool,
+    /// How memcached's `get_*` and `touch_*` counters take this read: they differ by command.
+    pub read_stats: ReadStats,
     /// `ms`, in every mode: a store that cannot get memory for its value unlinks the key's
     /// old value, as memcached's mset does. Elsewhere only SET unlinks it; append, prepend,
     /// replace, cas and incr keep it, as memcached does.
     pub unlink_on_failure: bool,
+}
+
+/// How a read counts in memcached's statistics (`cmd_get`, `get_hits`, `get_misses`,
+/// `cmd_touch`, `touch_hits`, `touch_misses`), which memcached 1.6 counts differently for each
+/// command that reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadStats {
+    /// get, gets and the binary GETs count a get's hit or miss; gat, gats and the binary
+    /// GAT and TOUCH a touch's only.
+    #[default]
+    Plain,
+    /// mg: a hit with `T` is a touch's hit; a miss is a get's miss, `T` or not; an item `N`
+    /// creates is a hit (a touch's with `T`).
+    MetaGet,
+    /// me: counts nothing.
+    Debug,
 }
 
 impl Meta {

@@ -9,7 +9,7 @@ use hkv_store::{
 };
 
 use super::{Partition, Parts};
-use hkv_types::{flag_order, hit, Request, Response};
+use hkv_types::{flag_order, hit, ReadStats, Request, Response};
 
 impl Partition {
     /// RD of a live item at `loc`: copies its value out and reports its meta state as this
@@ -138,11 +138,16 @@ impl Partition {
         data: &mut Vec<u8>,
     ) -> Response {
         if let Some(loc) = cur {
-            self.stats.get_hits += 1;
+            self.count_get(req, true);
             return self.rd_answer_hit(req, loc, now, data);
         }
-        self.stats.get_misses += 1;
-        match self.vivify(req, h, now) {
+        let created = self.vivify(req, h, now);
+        // memcached counts an item mg creates as a hit.
+        self.count_get(
+            req,
+            created.is_some() && req.meta.read_stats == ReadStats::MetaGet,
+        );
+        match created {
             Some(loc) => {
                 let r = self.answer_created(req, loc, now, data);
                 let vivified = expiry_from_exptime(req.meta.vivify.unwrap_or(0), now).to_raw();
@@ -166,13 +171,19 @@ impl Partition {
     ) -> Response {
         let order = req.meta.flag_order;
         let raw = expiry_from_exptime(req.exptime, now).to_raw();
-        self.stats.cmd_touch += 1;
+        let meta_get = req.meta.read_stats == ReadStats::MetaGet;
         let Some(loc) = cur else {
-            self.stats.get_misses += 1;
-            self.stats.touch_misses += 1;
             let Some(loc) = self.vivify(req, h, now) else {
+                // memcached: mg's miss is a get's, even with T; gat's is a touch's.
+                if meta_get {
+                    self.count_get(req, false);
+                } else {
+                    self.count_touch(false);
+                }
                 return Response::Miss;
             };
+            // An item mg creates is a hit, and its TTL set: a touch's.
+            self.count_touch(true);
             let r = self.answer_created(req, loc, now, data);
             let vivified = expiry_from_exptime(req.meta.vivify.unwrap_or(0), now).to_raw();
             // The last of N and T sets the TTL.
@@ -186,8 +197,7 @@ impl Partition {
             return with_expiry(r, shown);
         };
         let old = self.store.get(loc).map_or(0, |i| i.expiry());
-        self.stats.get_hits += 1;
-        self.stats.touch_hits += 1;
+        self.count_touch(true);
         self.store.note(loc, ClassOp::Touch);
         let r = if order & flag_order::RECACHE_BEFORE_T != 0 {
             // R compares the TTL the item had before T.
@@ -293,9 +303,20 @@ impl Partition {
                     .set_expiry(loc, expiry_from_exptime(t, now).to_raw());
             }
         }
-        self.stats.delete_hits += 1;
+        // memcached counts no delete for an item `md I` leaves in place.
         self.store.note(loc, hkv_store::ClassOp::Delete);
         Response::Deleted
+    }
+
+    /// A touch's hit or miss in memcached's counters: gat, gats, binary GAT and TOUCH, and
+    /// mg with `T` on a hit, count no get.
+    fn count_touch(&mut self, hit: bool) {
+        self.stats.cmd_touch += 1;
+        if hit {
+            self.stats.touch_hits += 1;
+        } else {
+            self.stats.touch_misses += 1;
+        }
     }
 }
 

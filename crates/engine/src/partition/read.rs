@@ -4,6 +4,7 @@
 use super::*;
 use crate::policy::Proc;
 use hkv_store::{ChunkAt, HitHeader, Lookup};
+use hkv_types::ReadStats;
 
 impl Partition {
     pub(super) fn flush_reads(
@@ -224,7 +225,7 @@ impl Partition {
                     }
                     group_bytes[g] += value_len;
                 }
-                self.stats.get_hits += 1;
+                self.count_get(req, true);
                 if let (Some(at), Some(header)) = (at, header) {
                     if let Some(r) = self.rd_answer_hit_at(req, loc, at, &header, now, data) {
                         return r;
@@ -245,8 +246,21 @@ impl Partition {
             }
             Kc::Miss => {}
         }
-        self.stats.get_misses += 1;
+        self.count_get(req, false);
         Response::Miss
+    }
+
+    /// A get's hit or miss in memcached's counters (`me` counts none).
+    #[inline(always)]
+    pub(super) fn count_get(&mut self, req: &Request<'_>, hit: bool) {
+        if req.meta.read_stats == ReadStats::Debug {
+            return;
+        }
+        if hit {
+            self.stats.get_hits += 1;
+        } else {
+            self.stats.get_misses += 1;
+        }
     }
 
     /// The live item for `key`: found in the same-key table or the index, key verified, not

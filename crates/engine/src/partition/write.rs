@@ -133,7 +133,11 @@ impl Partition {
                     if (req.cas != 0 || req.meta.cas_given)
                         && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) =>
                 {
-                    // A delete that names a CAS (meta `md C`) only removes that version.
+                    // A delete that names a CAS (meta `md C`) only removes that version;
+                    // memcached counts md's mismatch as a delete miss (binary's as nothing).
+                    if req.meta.cas_given {
+                        self.stats.delete_misses += 1;
+                    }
                     Response::Exists
                 }
                 Some(loc) if req.meta.invalidate || req.meta.strip_value => {

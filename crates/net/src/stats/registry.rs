@@ -128,11 +128,11 @@ pub(crate) static GENERAL: &[Def] = defs![
     "conn_yields", Counter, "passes that left a connection's requests for the next after -R of them", |s| s.server(|v| load(&v.conn_yields));
     "idle_kicks", Counter, "connections closed by -o idle_timeout", |s| s.server(|v| load(&v.idle_kicks));
     "connection_structures", Gauge, "connection states allocated", |s| Val::U(s.shared.stats.curr_connections.load(Ordering::Relaxed) as u64);
-    "cmd_get", Counter, "keys asked for by get, gets, gat, gats, mg and binary gets", |s| Val::U(s.e.get_hits + s.e.get_misses);
+    "cmd_get", Counter, "keys asked for by get, gets, mg (a hit with T is a touch) and binary gets", |s| Val::U(s.e.get_hits + s.e.get_misses);
     "cmd_set", Counter, "storage commands run", |s| Val::U(s.e.cmd_set);
     "cmd_flush", Counter, "flush_all commands", |s| s.server(|v| load(&v.cmd_flush));
-    "cmd_touch", Counter, "touch and gat commands", |s| Val::U(s.e.cmd_touch);
-    "cmd_meta", Counter, "meta commands", |s| s.server(|v| load(&v.cmd_meta));
+    "cmd_touch", Counter, "keys touched by touch, gat, gats, binary TOUCH and GAT, and mg hits with T", |s| Val::U(s.e.cmd_touch);
+    "cmd_meta", Counter, "me commands (memcached counts no other meta command here)", |s| s.server(|v| load(&v.cmd_meta));
     "get_hits", Counter, "keys found", |s| Val::U(s.e.get_hits);
     "get_misses", Counter, "keys not found", |s| Val::U(s.e.get_misses);
     "get_expired", Counter, "keys found expired", |s| Val::U(s.e.expired_on_access);

@@ -352,7 +352,11 @@ impl Worker {
                 .detail
                 .record(batch.iter().zip(results.iter()).filter_map(|(r, res)| {
                     let ev = match r.op {
-                        hkv_engine::Op::Get | hkv_engine::Op::Gets => Event::Get {
+                        // memcached counts gat and gats (and binary TOUCH) as gets here.
+                        hkv_engine::Op::Get
+                        | hkv_engine::Op::Gets
+                        | hkv_engine::Op::Gat
+                        | hkv_engine::Op::Gats => Event::Get {
                             hit: matches!(res, hkv_engine::Response::Value { .. }),
                         },
                         hkv_engine::Op::Set

@@ -5,7 +5,7 @@
 //! (docs/protocol.md).
 
 use bumpalo::Bump;
-use hkv_types::{Meta, Op, Request};
+use hkv_types::{Meta, Op, ReadStats, Request};
 
 use crate::errors::{meta::BAD_KEY, BAD_FORMAT};
 use crate::step::{Echo, MetaKind, MetaStep, Step};
@@ -47,6 +47,7 @@ pub fn plan_meta<'a>(
                     batch.push(Request {
                         meta: Meta {
                             no_bump: true,
+                            read_stats: ReadStats::Debug,
                             ..Meta::default()
                         },
                         ..Request::gets(k)
@@ -136,6 +137,7 @@ fn plan_request<'a>(
             meta.flag_order = f.order;
             meta.vivify = f.vivify;
             meta.recache_token = !f.opaque_too_long;
+            meta.read_stats = ReadStats::MetaGet;
             if f.vivify.is_none() {
                 // E only matters when mg creates the item.
                 meta.new_cas = None;
