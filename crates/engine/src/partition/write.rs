@@ -267,30 +267,29 @@ impl Partition {
                 Some(t) if order & flag_order::T_AFTER_N != 0 => t,
                 _ => req.exptime,
             };
-            let raw = match expiry_from_exptime(exptime, now) {
-                Expiry::AlreadyExpired => {
-                    // memcached stores the counter and it expires at once: nothing is kept
-                    // here, but the reply carries a CAS as memcached's does.
-                    let cas = match self.cas_override {
-                        Some(c) if self.store.cas_enabled() => c,
-                        _ => self.store.issue_cas(),
-                    };
-                    self.last = After {
-                        cas,
-                        len: text.len() as u32,
-                        expiry: 0,
-                        created: true,
-                        previous: None,
-                    };
-                    return Response::Number(initial);
-                }
-                e => e.to_raw(),
-            };
+            let expiry = expiry_from_exptime(exptime, now);
+            let raw = expiry.to_raw();
+            let ttl = req.meta.ttl.map(|t| expiry_from_exptime(t, now).to_raw());
+            let vivified = expiry_from_exptime(req.exptime, now).to_raw();
+            if expiry == Expiry::AlreadyExpired {
+                // memcached stores the counter and it expires at once: nothing is kept
+                // here, but the reply carries a CAS, and `t` a TTL of 0, as for mg.
+                let cas = match self.cas_override {
+                    Some(c) if self.store.cas_enabled() => c,
+                    _ => self.store.issue_cas(),
+                };
+                self.last = After {
+                    cas,
+                    len: text.len() as u32,
+                    expiry: shown_on_created(order, raw, vivified, ttl),
+                    created: true,
+                    previous: None,
+                };
+                return Response::Number(initial);
+            }
             return match self.store_raw(req.key, h, Parts::Buf, 0, raw, now, None, false) {
                 Response::Stored => {
                     self.last.created = true;
-                    let ttl = req.meta.ttl.map(|t| expiry_from_exptime(t, now).to_raw());
-                    let vivified = expiry_from_exptime(req.exptime, now).to_raw();
                     self.last.expiry = shown_on_created(order, raw, vivified, ttl);
                     Response::Number(initial)
                 }
