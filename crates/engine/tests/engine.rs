@@ -207,6 +207,10 @@ fn regression_a_counter_created_already_expired_answers_a_cas() {
             out.after[0].cas, 0,
             "the reply carries the CAS the item took"
         );
+        // meta `t` shows 0 left, as for an mg N that creates an item already past its TTL
+        // (it showed -1, never expiring: a differential probe, stop 57).
+        let shown = out.after[0].expiry;
+        assert!(shown != 0 && shown <= NOW, "raw expiry {shown}");
         assert_eq!(out.results[1], Response::Miss);
         // The next item gets a later CAS: the dead one used its number up.
         let mut next = Responses::default();
