@@ -286,3 +286,25 @@ def test_regression_watchers_that_never_read_cost_no_cpu_once_traffic_stops():
         assert int(stats[b"conn_buffer_bytes"]) < 4 * (200 << 10), stats[b"conn_buffer_bytes"]
     finally:
         hkv.stop()
+
+
+def test_memcached_s_silent_streams_are_accepted_and_send_nothing():
+    # Found by a differential probe (stop 57): memcached 1.6.18 answers OK to these and,
+    # without its proxy, sends no line; hkv answered ERROR.
+    hkv = start_hkv("-t", "1")
+    try:
+        w = socket.create_connection(hkv.addr)
+        w.settimeout(0.5)
+        w.sendall(b"watch rawcmds sysevents proxyreqs proxyevents proxyuser\r\n")
+        assert w.recv(100) == b"OK\r\n"
+        c = socket.create_connection(hkv.addr)
+        c.sendall(b"set k 0 0 1\r\nx\r\nget k\r\n")
+        c.settimeout(2)
+        assert c.recv(100).endswith(b"END\r\n")
+        try:
+            line = w.recv(1000)
+        except socket.timeout:
+            line = b""
+        assert line == b""
+    finally:
+        hkv.stop()
