@@ -106,6 +106,10 @@ pub(crate) struct PassBudget {
     /// What a `stats conns` reply is reckoned to take: its lines for every open connection
     /// ([`conns_reply_estimate`]).
     pub conns_reply: usize,
+    /// Connection buffers together are over `--conn-buffer-mb`: a value a write answers is
+    /// copied (only a read's is sent from item memory), so none is planned, not even as a
+    /// client's first command ([`InputEnd::blocked`]).
+    pub over_limit: bool,
 }
 
 /// Bytes of `stats conns` per open connection: four lines of ~30 bytes (`STAT 13:addr
@@ -184,6 +188,10 @@ pub(crate) struct InputEnd {
     pub yielded: bool,
     /// Writes refused as too large while parsing (`store_too_large`).
     pub too_large: u64,
+    /// Nothing was planned: the first command answers a copied value and the pass may not
+    /// copy it ([`PassBudget::over_limit`], or the pass's copies are spent). The connection
+    /// waits for the throttle timer, not the next pass (which would spin the worker).
+    pub blocked: bool,
 }
 
 /// Where one command's planning began, to take it back whole (it waits for a later pass, or
@@ -285,6 +293,7 @@ pub(crate) fn pp_plan_input<'a>(
         close: false,
         more: false,
         yielded: false,
+        blocked: false,
         too_large: 0,
         binary: binary_in,
         cont: cont_in,
@@ -434,8 +443,14 @@ pub(crate) fn pp_plan_input<'a>(
         let writes = new.iter().any(|r| !r.is_read());
         if writes {
             let values = new.iter().filter(|r| returns_value(r)).count();
-            if !client.charge(pass, client.open_reads + values, first) {
+            // A client's first command goes whatever its cost (every client progresses),
+            // unless it answers a copied value the pass cannot afford: 600 clients not
+            // reading `vupdate ... old` of 900 KB values held 1 GB (a hostile probe).
+            let copies = new.iter().any(copies_value);
+            let exempt = first && !(copies && (pass.over_limit || pass.nd_left < pass.per_read()));
+            if !client.charge(pass, client.open_reads + values, exempt) {
                 // Not this pass: the command is parsed again next time.
+                end.blocked = first;
                 undo.undo(&mut client, batch, steps, marks, &mut end);
                 break;
             }
@@ -488,6 +503,12 @@ pub(crate) fn pp_plan_input<'a>(
     }
     marks.truncate(kept);
     end
+}
+
+/// A value the reply carries that cannot come from item memory: the value a write replaced
+/// (getset, getdel, meta `G`) or a vector operation's result (`vfilter`, `vupdate ... old`).
+fn copies_value(r: &Request<'_>) -> bool {
+    r.meta.previous || r.op == Op::Vector
 }
 
 fn returns_value(r: &Request<'_>) -> bool {

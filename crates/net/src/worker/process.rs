@@ -75,6 +75,7 @@ impl Worker {
             conns_reply: crate::plan::conns_reply_estimate(
                 self.shared.stats.curr_connections.load(Ordering::Relaxed),
             ),
+            over_limit: self.over_buffer_limit(),
         }
     }
 
@@ -248,6 +249,8 @@ impl Worker {
         // pass's own bound holds: once one value of a megabyte was stored, every `gat` key
         // after a datagram's first read was refused (a differential probe).
         budget.per_client = budget.nd_left;
+        // A datagram's reply is sent in its pass, never held in a connection's buffers.
+        budget.over_limit = false;
         // Then a pass's datagrams together are bounded instead: 64 datagrams of 32,000 keys
         // each would make one batch of two million.
         let udp_keys_from = batch.len();
@@ -391,6 +394,7 @@ impl Worker {
         t0 = TaskTimes::add(&tasks.engine, t0);
         let mut stop = false;
         let mut to_stage = Vec::new();
+        let mut blocked = Vec::new();
         for plan in plans {
             let Some(c) = self.conns.get_mut(plan.token) else {
                 continue;
@@ -445,6 +449,11 @@ impl Worker {
             c.scanned = end.scanned;
             c.close_after_write |= end.close;
             c.want_parse = end.more;
+            if end.blocked {
+                // Tried again on the throttle timer (worker/io.rs), with its input held.
+                (c.want_parse, c.want_read) = (false, false);
+                blocked.push(plan.token);
+            }
             c.binary = end.binary;
             if end.too_large > 0 {
                 let refused = &self.shared.stats.too_large_refused;
@@ -551,6 +560,13 @@ impl Worker {
         TaskTimes::add(&tasks.wr, t0);
         for (t, header, vlen) in to_stage {
             self.stage_body(t, header, vlen, now);
+        }
+        for t in blocked {
+            self.shared
+                .stats
+                .conn_buffer_throttled
+                .fetch_add(1, Ordering::Relaxed);
+            self.throttled.push(t);
         }
         if self.responses.data.capacity() > 4 << 20 {
             // A pass of large values: do not keep their memory for the next one.
