@@ -19,6 +19,7 @@ fn budget() -> PassBudget {
         out_left: usize::MAX,
         conn_out_left: usize::MAX,
         conns_reply: super::conns_reply_estimate(10),
+        over_limit: false,
     }
 }
 
@@ -147,4 +148,43 @@ fn regression_a_gat_line_refused_by_the_hot_path_does_not_panic() {
         hot_then_ordinary(b"get a b\r\ngat 0 c\r\n"),
         [(2, 9), (3, 18)]
     );
+}
+
+/// Over the buffer limit a write answering a copied value waits even as the connection's
+/// first command (a hostile probe held 1 GB with unread `vupdate ... old`); a GET, whose
+/// value can go from item memory, and a plain write still go.
+#[test]
+fn regression_a_first_write_answering_a_copied_value_waits_over_the_buffer_limit() {
+    // Over the limit a client's share of the pass is half the 64 KiB floor (worker.rs).
+    let over = || PassBudget {
+        over_limit: true,
+        per_client: 32 << 10,
+        ..budget()
+    };
+    for input in [
+        &b"getset k 0 0 1\r\nx\r\n"[..],
+        b"getdel k\r\n",
+        b"ms k 1 G\r\nx\r\n",
+        b"md k G\r\n",
+        b"vupdate k u8 add 1 old\r\n",
+        b"vfilter k u8 ne 0\r\n",
+    ] {
+        let what = String::from_utf8_lossy(input);
+        assert_eq!(plan(input, &mut over()), (0, 0, 0, true), "{what}");
+        assert_eq!(plan(input, &mut budget()).0, 1, "{what} under the limit");
+    }
+    assert_eq!(plan(b"get k\r\n", &mut over()).0, 1);
+    // With no value stored larger than a few bytes the copy fits the client's share.
+    let small = PassBudget {
+        value_bound: 100,
+        ..over()
+    };
+    assert_eq!(plan(b"getdel k\r\n", &mut { small }).0, 1);
+    assert_eq!(plan(b"set k 0 0 1\r\nx\r\n", &mut over()).0, 1);
+    // Once the pass's copies are spent, too.
+    let mut spent = PassBudget {
+        nd_left: 1,
+        ..budget()
+    };
+    assert_eq!(plan(b"getdel k\r\n", &mut spent), (0, 0, 0, true));
 }
