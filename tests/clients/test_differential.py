@@ -117,6 +117,12 @@ SCRIPTS = [
     # Data lengths keep their low 32 bits too (safe_strtol into an int32).
     b"set c 0 0 4294967297\r\nx\r\nget c\r\nms m 4294967297\r\ny\r\nmg m v\r\nset c 0 0 6442450945\r\nx\r\n"
     b"set c 0 0 -4294967295\r\nz\r\nget c\r\nset e 0 0 -9223372036854775808\r\n\r\nget e\r\n",
+    # Found by a hostile probe (stop 57): numbers are read as strtol reads them, white space
+    # before one skipped and after one accepted (`set k 0 0 1\r\r\n` stores a byte).
+    b"set k6 0 0 1\r\r\nx\r\nget k6\r\nset k7 0\t 0 1\r\nx\r\nget k7\r\nset k8 \t3 0 1\r\nx\r\nget k8\r\n"
+    b"set n 0 0 1\r\n5\r\nincr n 5\r\r\ndecr n \t2\r\nget n\r\ntouch n 10\r\r\ngat 10\r n\r\n"
+    b"set k9 0 0 1\rx\r\nx\r\nset k10 0 0 -\r1\r\nx\r\nmg n T30\r v t\r\nms m 1\r\r\nx\r\nmg m v\r\n"
+    b"ma n D3\r\r\nmg n v\r\nset k11 0 0 1 noreply\r\r\nx\r\nget k11\r\n",
 ]
 
 

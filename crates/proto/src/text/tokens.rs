@@ -15,10 +15,22 @@ pub(crate) fn split(line: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// What `strtol` reads of a token, as memcached's `safe_strto*` take it: white space before
+/// the number is skipped, and the number ends at white space, whatever follows it (a token
+/// holds no spaces, but may hold `\t`, `\r`, `\v`, `\f`): `set k 0 0 1\r\r\n` stores one
+/// byte in memcached, and was a bad command line here (a hostile probe).
+fn strtol_view(t: &[u8]) -> &[u8] {
+    let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let start = t.iter().take_while(|b| is_space(b)).count();
+    let t = &t[start..];
+    &t[..t.iter().position(is_space).unwrap_or(t.len())]
+}
+
 /// memcached's `safe_strtoul`/`safe_strtoull`: decimal digits, no '-', no overflow; a
 /// leading '+' is allowed, as `strtoul` allows it, and leading zeros as many as the line
 /// holds (a bound on the digits refused `incr k 000000000000000000001`).
 pub(crate) fn parse_u64(t: &[u8]) -> Option<u64> {
+    let t = strtol_view(t);
     let t = t.strip_prefix(b"+").unwrap_or(t);
     if t.is_empty() || !t.iter().all(u8::is_ascii_digit) {
         return None;
@@ -33,6 +45,7 @@ pub(crate) fn parse_u32(t: &[u8]) -> Option<u32> {
 /// memcached's `safe_strtol` for exptimes and lengths: an optional sign and digits, within
 /// i32.
 pub(crate) fn parse_i32(t: &[u8]) -> Option<i64> {
+    let t = strtol_view(t);
     let (neg, digits) = match t.split_first() {
         Some((b'-', rest)) => (true, rest),
         Some((b'+', rest)) => (false, rest),
@@ -54,6 +67,7 @@ pub(crate) fn parse_i32(t: &[u8]) -> Option<i64> {
 /// 32 bits kept, so `99999999999` is 1215752191, an absolute time long past, and
 /// `4294967396` is 100.
 pub(crate) fn parse_i32_low_bits(t: &[u8]) -> Option<i64> {
+    let t = strtol_view(t);
     let (neg, digits) = match t.split_first() {
         Some((b'-', rest)) => (true, rest),
         Some((b'+', rest)) => (false, rest),
@@ -113,6 +127,21 @@ mod tests {
         assert_eq!(parse_i32(b"-1"), Some(-1));
         assert_eq!(parse_i32(b"2147483648"), None);
         assert_eq!(parse_i32(b"-"), None);
+    }
+
+    /// Found by a hostile probe (stop 57): memcached stores `set k 0 0 1\r\r\n` (its
+    /// `strtol` stops at the `\r`, and white space after a number is accepted).
+    #[test]
+    fn regression_white_space_around_a_number_is_read_as_strtol_reads_it() {
+        assert_eq!(parse_i32(b"1\r"), Some(1));
+        assert_eq!(parse_i32(b"\t-5\x0b"), Some(-5));
+        assert_eq!(parse_u64(b"7\rjunk"), Some(7));
+        assert_eq!(parse_u32(b"\x0c9"), Some(9));
+        assert_eq!(parse_i32_low_bits(b"4294967396\t"), Some(100));
+        for bad in [&b"\r"[..], b"-\t5", b"+\r", b"1x\r", b"x1\r"] {
+            assert_eq!(parse_i32(bad), None, "{bad:?}");
+            assert_eq!(parse_u64(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
