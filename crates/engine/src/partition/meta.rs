@@ -303,8 +303,8 @@ impl Partition {
                     .set_expiry(loc, expiry_from_exptime(t, now).to_raw());
             }
         }
-        // memcached counts no delete for an item `md I` leaves in place.
-        self.store.note(loc, hkv_store::ClassOp::Delete);
+        // memcached counts no delete for an item `md I` leaves in place (nor its class's:
+        // its total is the classes' sum).
         Response::Deleted
     }
 
