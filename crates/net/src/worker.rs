@@ -30,6 +30,7 @@ mod probe;
 mod process;
 mod spin;
 mod stage;
+mod udp_reply;
 mod uring;
 mod watch;
 

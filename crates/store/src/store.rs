@@ -248,14 +248,8 @@ impl SlabStore {
         (i < self.classes.len()).then_some(i)
     }
 
-    /// Uses up the next CAS for an item that is stored and gone at once (an INCR/DECR that
-    /// creates its counter already expired): memcached links such an item, so its reply
-    /// carries the CAS the item took (0 with `-C`).
-    pub fn issue_cas(&mut self) -> u64 {
-        self.take_cas()
-    }
-
-    fn take_cas(&mut self) -> u64 {
+    /// Uses up the next CAS (0 with `-C`), also for a counter created already expired.
+    pub fn take_cas(&mut self) -> u64 {
         let c = self.next_cas;
         self.next_cas = self.next_cas.wrapping_add(self.cas_step);
         c
@@ -360,8 +354,7 @@ impl SlabStore {
         Some(v)
     }
 
-    /// Overwrites the value of a live item with bytes of the same length (incr/decr in place)
-    /// and gives it a new CAS, which is returned.
+    /// Overwrites a live item's value with one as long (incr/decr); returns its new CAS.
     pub fn overwrite_value(&mut self, loc: Location, value: &[u8]) -> Option<u64> {
         if self.is_pinned(loc) {
             return None;

@@ -276,7 +276,7 @@ impl Partition {
                 // here, but the reply carries a CAS, and `t` a TTL of 0, as for mg.
                 let cas = match self.cas_override {
                     Some(c) if self.store.cas_enabled() => c,
-                    _ => self.store.issue_cas(),
+                    _ => self.store.take_cas(),
                 };
                 self.last = After {
                     cas,
