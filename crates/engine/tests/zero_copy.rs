@@ -165,3 +165,27 @@ fn incr_of_a_pinned_counter_is_not_lost() {
     assert_eq!(&pin.bytes()[..], b"1", "the GET's bytes");
     assert_eq!(get(&e, b"n").1.as_deref(), Some(&b"2"[..]));
 }
+
+/// Found by an ordering probe (stop 57): an incr of a counter a send still read stored the
+/// new number unpadded (`6`), where without the send it is padded to the old length (`6`
+/// and 20,000 spaces, as memcached pads it); the sent bytes stay the old ones.
+#[test]
+fn regression_an_incr_of_a_pinned_counter_keeps_its_padding() {
+    let e = engine(16);
+    let mut counter = b"5".to_vec();
+    counter.resize(MIN + 100, b' ');
+    exec(&e, &[Request::set(b"n", &counter)]);
+    let (pin, _) = get(&e, b"n");
+    let pin = pin.expect("pinned");
+    let out = exec(&e, &[Request::incr(b"n", 1)]);
+    assert_eq!(out.results[0], Response::Number(6));
+    let (_, now) = get(&e, b"n");
+    let mut want = b"6".to_vec();
+    want.resize(MIN + 100, b' ');
+    assert_eq!(now.as_deref(), Some(&want[..]));
+    assert_eq!(
+        pin.bytes(),
+        &counter[..],
+        "the send still reads the old bytes"
+    );
+}

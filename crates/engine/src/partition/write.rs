@@ -356,6 +356,12 @@ impl Partition {
         }
         self.value_buf.clear();
         self.value_buf.extend_from_slice(text.as_bytes());
+        // A new version because a send reads the old one: padded all the same, so the
+        // value does not depend on a send's timing (an ordering probe got `6` where `6`
+        // and 20,000 spaces came without the send in flight).
+        if text.len() < old_len {
+            self.value_buf.resize(old_len, b' ');
+        }
         match self.store_raw(req.key, h, Parts::Buf, flags, expiry, now, cur, true) {
             Response::Stored => {
                 self.last.expiry = shown;
