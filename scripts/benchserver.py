@@ -50,3 +50,24 @@ def fill_items(port, n, size=10_000, prefix=b'fill'):
         s.sendall(b'set %s%d 0 0 %d\r\n%s\r\n' % (prefix, i, size, b'f' * size))
         f.readline()
     return s, f
+
+
+def status_mb(pid, field):
+    """A size field of /proc/PID/status (VmRSS, VmHWM) in MB."""
+    with open(f'/proc/{pid}/status') as f:
+        return int(f.read().split(field + ':')[1].split()[0]) // 1024
+
+
+def call(port, req, end):
+    """Sends `req` on a new connection and reads until the reply ends with `end`."""
+    import socket
+    s = socket.create_connection(('127.0.0.1', port), timeout=10)
+    s.sendall(req)
+    r = b''
+    while not r.endswith(end):
+        d = s.recv(1 << 20)
+        if not d:
+            break
+        r += d
+    s.close()
+    return r

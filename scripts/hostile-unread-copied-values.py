@@ -13,20 +13,15 @@ REQUESTS = {
     'vfilter': b'vfilter big%d u8 ne 0\r\n',
 }
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchserver import start_peer
+from benchserver import call as call_port, start_peer, status_mb
 resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
 srv, PORT = start_peer('hkv', N + 24)
 def status(field):
-    return int(open(f'/proc/{srv.pid}/status').read().split(field + ':')[1].split()[0]) // 1024
+    return status_mb(srv.pid, field)
 def cpu_ticks():
     return sum(int(x) for x in open(f'/proc/{srv.pid}/stat').read().rsplit(')', 1)[1].split()[11:13])
 def call(req, end):
-    s = socket.create_connection(('127.0.0.1', PORT), timeout=10); s.sendall(req); r = b''
-    while not r.endswith(end):
-        d = s.recv(1 << 20)
-        if not d: break
-        r += d
-    s.close(); return r
+    return call_port(PORT, req, end)
 try:
     admin = socket.create_connection(('127.0.0.1', PORT), timeout=10)
     for i in range(4):

@@ -11,18 +11,13 @@ N = int(sys.argv[2]) if len(sys.argv) > 2 else 1000
 MODE = sys.argv[3] if len(sys.argv) > 3 else 'get'
 K, V = int(os.environ.get('K', '80')), int(os.environ.get('V', '500000'))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchserver import start_peer
+from benchserver import call as call_port, start_peer, status_mb
 resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
 srv, PORT = start_peer(which, N + 24)
 def status(field):
-    return int(open(f'/proc/{srv.pid}/status').read().split(field + ':')[1].split()[0]) // 1024
+    return status_mb(srv.pid, field)
 def call(req, end):
-    s = socket.create_connection(('127.0.0.1', PORT), timeout=10); s.sendall(req); r = b''
-    while not r.endswith(end):
-        d = s.recv(1 << 20)
-        if not d: break
-        r += d
-    s.close(); return r
+    return call_port(PORT, req, end)
 try:
     admin = socket.create_connection(('127.0.0.1', PORT), timeout=10)
     for i in range(K):
