@@ -142,11 +142,8 @@ impl Partition {
             return self.rd_answer_hit(req, loc, now, data);
         }
         let created = self.vivify(req, h, now);
-        // memcached counts an item mg creates as a hit.
-        self.count_get(
-            req,
-            created.is_some() && req.meta.read_stats == ReadStats::MetaGet,
-        );
+        // memcached counts an item mg creates (only mg has `N`) as a hit.
+        self.count_get(req, created.is_some());
         match created {
             Some(loc) => {
                 let r = self.answer_created(req, loc, now, data);

@@ -107,8 +107,9 @@ pub(crate) struct PassBudget {
     /// ([`conns_reply_estimate`]).
     pub conns_reply: usize,
     /// Connection buffers together are over `--conn-buffer-mb`: a value a write answers is
-    /// copied (only a read's is sent from item memory), so none is planned, not even as a
-    /// client's first command ([`InputEnd::blocked`]).
+    /// copied (only a read's is sent from item memory), so such a write is charged against
+    /// the client's share even as its first command, and waits if it does not fit
+    /// ([`InputEnd::blocked`]).
     pub over_limit: bool,
 }
 
