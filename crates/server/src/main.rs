@@ -248,7 +248,10 @@ fn run() -> anyhow::Result<()> {
     use std::io::Write;
     std::io::stdout().flush()?;
     if let Some(path) = std::env::var_os("MEMCACHED_PORT_FILENAME") {
-        write_port_file(std::path::Path::new(&path), &server)?;
+        // As memcached: a port file that cannot be written is said, and the server serves.
+        if let Err(e) = write_port_file(std::path::Path::new(&path), &server) {
+            tracing::warn!(path = %std::path::Path::new(&path).display(), error = %e, "cannot write the port file");
+        }
     }
 
     if !fixed {

@@ -267,3 +267,39 @@ fn slab_automove_suboptions_set_automove_as_in_memcached() {
         "hkv: slab_automove must be between 0 and 2\n"
     );
 }
+
+/// memcached's `MEMCACHED_PORT_FILENAME`: test harnesses (async-memcached's among them) find
+/// an ephemeral port there. One that cannot be written is a warning in memcached and the
+/// server serves; hkv exited with `Permission denied`, failing that whole suite.
+#[test]
+fn regression_the_port_file_is_written_and_one_that_cannot_be_is_no_reason_to_stop() {
+    let dir = std::env::temp_dir().join(format!("hkv-portfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ports");
+    let h = Hkv::start_with_env(
+        &["--udp-listen", "127.0.0.1:0"],
+        &[("MEMCACHED_PORT_FILENAME", file.to_str().unwrap())],
+    );
+    let mut c = h.connect();
+    assert!(c.call("version\r\n", "\r\n").starts_with("VERSION "));
+    let udp = h.udp.unwrap().port();
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        format!("TCP INET: {}\nUDP INET: {udp}\n", h.addr.port())
+    );
+    assert!(!dir.join("ports.lck").exists());
+    drop(h);
+    // A directory that does not exist cannot take the file.
+    let missing = dir.join("no-such-dir").join("ports");
+    let h = Hkv::start_with_env(
+        &[],
+        &[("MEMCACHED_PORT_FILENAME", missing.to_str().unwrap())],
+    );
+    let mut c = h.connect();
+    assert_eq!(
+        c.call("set k 0 0 1\r\nv\r\nget k\r\n", "END\r\n"),
+        "STORED\r\nVALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    assert!(!missing.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
