@@ -1,14 +1,12 @@
 //! The acceptor thread: takes new connections and hands each to a worker in turn
-//! (memcached's dispatcher). With the io_uring loop it keeps one *multishot accept* armed per
-//! listening socket, so one submission accepts every connection until the kernel ends it;
-//! otherwise, or where the kernel refuses that, it drains the listeners on epoll readiness.
+//! (memcached's dispatcher), draining the listeners on epoll readiness whichever loop the
+//! workers run. No io_uring request may hold a listening socket: a ring outlives a killed
+//! process for a while, and so would the sockets its accepts hold (docs/network.md).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use io_uring::{cqueue, opcode, types, IoUring};
 use mio::{Events, Interest, Poll, Token};
 
 use crate::shared::{Shared, Workers};
@@ -18,30 +16,12 @@ use crate::stream::{Listener, Stream};
 /// when some may have been closed again.
 const BACKOFF: Duration = Duration::from_millis(10);
 
-/// Runs until the server stops. `poll` holds the acceptor's waker; the listeners are
-/// registered with it only when accepting runs on epoll.
-pub(crate) fn run(
-    poll: Poll,
-    listeners: Vec<Listener>,
-    workers: Workers,
-    shared: Arc<Shared>,
-    uring: bool,
-) {
+/// Runs until the server stops. `poll` holds the acceptor's waker.
+pub(crate) fn run(poll: Poll, listeners: Vec<Listener>, workers: Workers, shared: Arc<Shared>) {
     let d = Dispatch {
         workers,
         shared,
         next: AtomicUsize::new(0),
-    };
-    let (poll, listeners) = if uring {
-        match accept_uring(poll, listeners, &d) {
-            Ok(()) => return,
-            Err((poll, listeners, why)) => {
-                tracing::info!(error = %why, "multishot accept unavailable; accepting on epoll");
-                (poll, listeners)
-            }
-        }
-    } else {
-        (poll, listeners)
     };
     accept_epoll(poll, listeners, &d);
 }
@@ -128,8 +108,7 @@ pub(crate) fn admit(shared: &Shared, stream: &mut Stream) -> bool {
 }
 
 /// An accept that failed for want of descriptors or memory (`listen_disabled_num`), and
-/// how long accepting then pauses (`time_in_listen_disabled_us`; zero where a multishot
-/// accept goes on by itself).
+/// how long accepting then pauses (`time_in_listen_disabled_us`).
 pub(crate) fn note_starved(shared: &Shared, e: &std::io::Error, pause: Duration) {
     tracing::warn!(error = %e, "accept failed; retrying in 10 ms");
     // The time first: whoever sees the count move sees its pause counted too.
@@ -190,131 +169,3 @@ fn accept_epoll(mut poll: Poll, mut listeners: Vec<Listener>, d: &Dispatch) {
 
 /// Tokens of listening sockets on epoll start here (below them: the acceptor's waker).
 pub(crate) const LISTENER_TOKENS: usize = 2;
-
-/// `user_data` of the readiness poll on the acceptor's epoll (its waker); a listener's
-/// accepts carry the listener's index, a backoff timer `TIMER_BASE` plus it.
-const WAKE_UD: u64 = u64::MAX;
-const TIMER_BASE: u64 = 1 << 32;
-
-type Refused = (Poll, Vec<Listener>, std::io::Error);
-
-/// The io_uring acceptor. Gives the poll and listeners back (to run on epoll instead) if the
-/// kernel refuses a multishot accept before any connection was taken.
-fn accept_uring(mut poll: Poll, listeners: Vec<Listener>, d: &Dispatch) -> Result<(), Refused> {
-    // One turn queues at most an accept and a backoff timer per listener and the wake poll.
-    let entries = (2 * listeners.len() as u32 + 2).next_power_of_two();
-    let mut ring = match IoUring::new(entries) {
-        Ok(r) => r,
-        Err(e) => return Err((poll, listeners, e)),
-    };
-    let shared = &d.shared;
-    let timespec = types::Timespec::from(BACKOFF);
-    let mut pending: Vec<_> = listeners
-        .iter()
-        .enumerate()
-        .map(|(i, l)| arm_accept(l, i))
-        .collect();
-    pending.push(arm_wake(&poll));
-    tracing::info!(
-        listeners = listeners.len(),
-        "accepting with multishot io_uring accepts"
-    );
-    shared
-        .stats
-        .uring_listeners
-        .store(listeners.len(), Ordering::Relaxed);
-    let mut accepted_any = false;
-    let mut completions = Vec::new();
-    while !shared.stop.load(Ordering::SeqCst) {
-        for e in pending.drain(..) {
-            // SAFETY: accepts and polls point at no memory of ours; a timeout points at
-            // `timespec`, which lives on this frame until the ring is dropped.
-            if unsafe { ring.submission().push(&e) }.is_err() {
-                // Sized above for everything one turn can queue.
-                tracing::error!("acceptor ring full");
-            }
-        }
-        match ring.submit_and_wait(1) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                tracing::error!(error = %e, "accept ring failed");
-                break;
-            }
-        }
-        completions.clear();
-        completions.extend(
-            ring.completion()
-                .map(|c| (c.user_data(), c.result(), cqueue::more(c.flags()))),
-        );
-        for &(ud, res, more) in &completions {
-            if ud == WAKE_UD {
-                // Consume the waker's event so its next wake makes the epoll readable again.
-                let mut events = Events::with_capacity(4);
-                let _ = poll.poll(&mut events, Some(Duration::ZERO));
-                pending.push(arm_wake(&poll));
-                continue;
-            }
-            if ud >= TIMER_BASE {
-                let i = (ud - TIMER_BASE) as usize;
-                pending.push(arm_accept(&listeners[i], i));
-                continue;
-            }
-            let i = ud as usize;
-            if res >= 0 {
-                accepted_any = true;
-                // SAFETY: a successful accept's result is a new descriptor that nothing
-                // else owns.
-                let fd = unsafe { OwnedFd::from_raw_fd(res) };
-                match listeners[i].adopt(fd) {
-                    Ok((stream, peer)) => d.hand_over(stream, &peer),
-                    Err(e) => tracing::debug!(error = %e, "accepted connection lost"),
-                }
-                if !more {
-                    pending.push(arm_accept(&listeners[i], i));
-                }
-                continue;
-            }
-            let e = std::io::Error::from_raw_os_error(-res);
-            match -res {
-                libc::EINVAL | libc::EOPNOTSUPP if !accepted_any => {
-                    // Multishot accept needs 5.19: use epoll (closing the ring cancels
-                    // what it still holds).
-                    shared.stats.uring_listeners.store(0, Ordering::Relaxed);
-                    drop(ring);
-                    return Err((poll, listeners, e));
-                }
-                libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
-                    d.note_starved(&e, if more { Duration::ZERO } else { BACKOFF });
-                    if !more {
-                        let t = opcode::Timeout::new(&timespec)
-                            .build()
-                            .user_data(TIMER_BASE + i as u64);
-                        pending.push(t);
-                    }
-                }
-                _ => {
-                    // A connection reset before it was taken, and the like.
-                    tracing::debug!(error = %e, "accept failed");
-                    if !more {
-                        pending.push(arm_accept(&listeners[i], i));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn arm_accept(l: &Listener, i: usize) -> io_uring::squeue::Entry {
-    opcode::AcceptMulti::new(types::Fd(l.raw_fd()))
-        .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
-        .build()
-        .user_data(i as u64)
-}
-
-fn arm_wake(poll: &Poll) -> io_uring::squeue::Entry {
-    opcode::PollAdd::new(types::Fd(poll.as_raw_fd()), libc::POLLIN as u32)
-        .build()
-        .user_data(WAKE_UD)
-}

@@ -49,8 +49,6 @@ pub struct ServerStats {
     pub ring_buffer_bytes: AtomicUsize,
     /// Workers running the io_uring loop (the rest run epoll).
     pub uring_workers: AtomicUsize,
-    /// Listening sockets with a multishot io_uring accept armed (0: accepted on epoll).
-    pub uring_listeners: AtomicUsize,
     /// Connections a worker accepted on its own socket and passed to a worker with fewer
     /// (the kernel's split is a hash, not a turn: docs/network.md).
     pub accept_handoffs: AtomicU64,

@@ -175,9 +175,7 @@ impl Server {
             handles.push(
                 std::thread::Builder::new()
                     .name("hkv-accept".into())
-                    .spawn(move || {
-                        accept::run(poll, listeners, senders, acc_shared, io == IoMode::Uring)
-                    })?,
+                    .spawn(move || accept::run(poll, listeners, senders, acc_shared))?,
             );
         }
         let _ = shared.wakers.set(wakers.clone());

@@ -34,8 +34,6 @@ pub(crate) enum Op {
     /// Readiness of the worker's epoll (waker, UDP, TLS connections).
     Poll = 2,
     Cancel = 3,
-    /// A multishot accept on the worker's own listening socket; the token is its index.
-    Accept = 4,
 }
 
 /// `user_data` of an operation on connection `token` in its incarnation `gen` (slab tokens
@@ -52,7 +50,6 @@ pub(crate) fn decode(ud: u64) -> (Op, usize, u32) {
         0 => Op::Recv,
         1 => Op::Send,
         2 => Op::Poll,
-        4 => Op::Accept,
         _ => Op::Cancel,
     };
     (op, ((ud >> 3) & TOKEN_MASK) as usize, (ud >> 32) as u32)
@@ -236,16 +233,6 @@ impl Ring {
         let e = opcode::AsyncCancel2::new(CancelBuilder::user_data(ud))
             .build()
             .user_data(user_data(Op::Cancel, 0, 0));
-        self.push(e);
-    }
-
-    /// Accepts every connection on the listening socket `fd`, one completion each, until
-    /// the kernel ends it (the last completion has no `more`) or it is cancelled.
-    pub fn arm_accept(&mut self, fd: RawFd, ud: u64) {
-        let e = opcode::AcceptMulti::new(types::Fd(fd))
-            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
-            .build()
-            .user_data(ud);
         self.push(e);
     }
 
@@ -492,7 +479,6 @@ mod tests {
             (Op::Send, 12345, 7),
             (Op::Poll, 0x1fff_ffff, u32::MAX),
             (Op::Cancel, 1, 1),
-            (Op::Accept, 63, 0),
         ] {
             assert_eq!(decode(user_data(op, token, gen)), (op, token, gen));
         }

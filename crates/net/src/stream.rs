@@ -189,14 +189,6 @@ impl Listener {
         }
     }
 
-    pub fn raw_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
-        match self {
-            Listener::Tcp(l, _) => l.as_raw_fd(),
-            Listener::Unix(l) => l.as_raw_fd(),
-        }
-    }
-
     /// Accepts one connection; TCP ones without Nagle (replies are written whole).
     pub fn accept(&self) -> io::Result<(Stream, String)> {
         match self {
@@ -206,28 +198,6 @@ impl Listener {
             }
             Listener::Unix(l) => {
                 let (s, _) = l.accept()?;
-                Ok((Stream::Unix(s), "unix".to_string()))
-            }
-        }
-    }
-
-    /// A connection this listener's socket accepted elsewhere (an io_uring accept): the
-    /// descriptor must be non-blocking, as `accept` makes it.
-    pub fn adopt(&self, fd: std::os::fd::OwnedFd) -> io::Result<(Stream, String)> {
-        match self {
-            Listener::Tcp(_, tls) => {
-                let s = TcpStream::from_std(std::net::TcpStream::from(fd));
-                // A connection reset while it waited to be accepted has no peer any more,
-                // but it was accepted: it is counted, as memcached counts it, and closed
-                // when its first read fails. Refused here, 467 of 1,000 such went uncounted
-                // in `total_connections` on io_uring (none on epoll).
-                let peer = s
-                    .peer_addr()
-                    .map_or_else(|_| "?".to_string(), |a| a.to_string());
-                Ok((Self::tcp_stream(s, tls)?, peer))
-            }
-            Listener::Unix(_) => {
-                let s = UnixStream::from_std(std::os::unix::net::UnixStream::from(fd));
                 Ok((Stream::Unix(s), "unix".to_string()))
             }
         }

@@ -137,9 +137,13 @@ fn set_soft_nofile(pid: u32, n: usize) {
 fn regression_an_idle_worker_resumes_accepting_after_running_out_of_descriptors() {
     // A retry that failed again set a new pause but did not bound that turn's sleep, so a
     // worker with nothing else to do slept with the connection still queued (found by this
-    // test, about one run in two). On epoll only: an io_uring accept takes the open-file
-    // limit as it was when the accept was armed, so lowering it later provokes nothing.
-    for (io, accept) in [("epoll", "workers"), ("epoll", "acceptor")] {
+    // test, about one run in two). Both loops accept on epoll readiness.
+    for (io, accept) in [
+        ("epoll", "workers"),
+        ("epoll", "acceptor"),
+        ("uring", "workers"),
+        ("uring", "acceptor"),
+    ] {
         let h = Hkv::start(&["-t", "2", "--io", io, "--accept", accept]);
         let mut admin = h.connect();
         // Accepted (holding its descriptor) before the limit is set below it.
@@ -251,3 +255,69 @@ fn regression_connections_reset_before_they_are_served_are_counted() {
         }
     }
 }
+
+/// async-memcached's own suite (`unavailable_tcp_and_unix_servers_return_connect_errors`)
+/// SIGKILLs the server, reaps it and expects the next connect to be refused, as memcached's
+/// is. On io_uring a multishot accept held each listening socket until the kernel tore the
+/// ring down after the process: the connect succeeded and the first request was reset.
+#[test]
+fn regression_a_killed_server_refuses_connections_at_once() {
+    let dir = std::env::temp_dir().join(format!("hkv-killed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("hkv.sock");
+    let sock = sock.to_str().unwrap();
+    for io in ["uring", "epoll"] {
+        for listen in ["workers", "acceptor", "unix"] {
+            let args: Vec<&str> = match listen {
+                "unix" => vec!["-s", sock],
+                accept => vec!["-p", "0", "-l", "127.0.0.1", "--accept", accept],
+            };
+            for round in 0..5 {
+                let mut child = Command::new(env!("CARGO_BIN_EXE_hkv"))
+                    .args(["-t", "2", "--io", io])
+                    .args(&args)
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .expect("start hkv");
+                let mut line = String::new();
+                std::io::BufRead::read_line(
+                    &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+                    &mut line,
+                )
+                .unwrap();
+                let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+                let connect = || -> std::io::Result<Box<dyn ReadWrite>> {
+                    Ok(match addr.strip_prefix("unix:") {
+                        Some(path) => Box::new(std::os::unix::net::UnixStream::connect(path)?),
+                        None => Box::new(TcpStream::connect(addr.parse::<SocketAddr>().unwrap())?),
+                    })
+                };
+                let mut c = connect().unwrap();
+                c.write_all(b"version\r\n").unwrap();
+                let mut buf = [0u8; 64];
+                assert!(c.read(&mut buf).unwrap() > 0);
+                child.kill().unwrap();
+                child.wait().unwrap();
+                let what = match connect() {
+                    Err(e) => e.kind(),
+                    Ok(mut c) => {
+                        let _ = c.write_all(b"version\r\n");
+                        match c.read(&mut buf) {
+                            Ok(n) => panic!("{io} {listen} round {round}: connected, {n} bytes"),
+                            Err(e) => panic!("{io} {listen} round {round}: connected, then {e}"),
+                        }
+                    }
+                };
+                assert_eq!(
+                    what,
+                    std::io::ErrorKind::ConnectionRefused,
+                    "{io} {listen} round {round}"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}

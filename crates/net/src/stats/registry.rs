@@ -369,7 +369,6 @@ pub(crate) static HKV_DEFS: &[Def] = defs![
     "uring_workers", Gauge, "workers on the io_uring loop (the others on epoll)", |s| Val::U(s.shared.stats.uring_workers.load(Ordering::Relaxed) as u64);
     "accept_handoffs", Counter, "connections a worker accepted and passed to one with fewer (--accept workers keeps workers within one connection of each other)", |s| Val::U(s.shared.stats.accept_handoffs.load(Ordering::Relaxed));
     "worker_conns", Gauge, "connections per worker, in worker order (-: a worker that stopped after a panic)", |s| Val::S(s.shared.worker_conns.iter().map(|n| match n.load(Ordering::Relaxed) { v if v >= crate::worker::GONE => "-".to_string(), v => v.to_string() }).collect::<Vec<_>>().join(","));
-    "uring_listeners", Gauge, "listening sockets accepted by multishot io_uring accepts (the acceptor uses epoll at 0)", |s| Val::U(s.shared.stats.uring_listeners.load(Ordering::Relaxed) as u64);
     "busy_poll_us", Setting, "--busy-poll-us", |s| Val::U(s.shared.config.busy_poll.as_micros() as u64);
     "ring_buffer_bytes", Gauge, "io_uring provided receive buffers, fixed per worker", |s| Val::U(s.shared.stats.ring_buffer_bytes.load(Ordering::Relaxed) as u64);
     "task_rv_ns", Counter, "RV: receiving", |s| s.server(|v| load(&v.tasks.rv));

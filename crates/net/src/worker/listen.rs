@@ -1,10 +1,11 @@
 //! A worker accepting on its own listening sockets (`--accept workers`, docs/network.md):
 //! one socket per address in an SO_REUSEPORT group, so the kernel spreads new connections
-//! over the workers and none is handed from one thread to another. On io_uring each socket
-//! keeps a multishot accept armed on the worker's ring (a new connection is a completion in
-//! the same wait as its first bytes); on epoll it is drained on readiness.
+//! over the workers and none is handed from one thread to another. Each socket is drained on
+//! readiness of the worker's epoll, on either loop (the io_uring loop watches that epoll
+//! through its ring): an io_uring accept would hold the socket open after a SIGKILL, until
+//! the kernel tears the ring down, and a client connecting then would be reset instead of
+//! refused (docs/network.md).
 
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,6 @@ use mio::{Interest, Token};
 
 use crate::clock::unix_now;
 use crate::conn::Conn;
-use crate::ring::{user_data, Completion, Op};
 use crate::stream::{Listener, Stream};
 
 use super::{watch, Worker};
@@ -32,67 +32,32 @@ pub(super) fn listener_of(token: Token) -> Option<usize> {
     (i < MAX_LISTENERS).then_some(i)
 }
 
-/// One of a worker's own listening sockets, and how it is being accepted from.
+/// One of a worker's own listening sockets.
 pub(crate) struct OwnListener {
     listener: Listener,
-    /// A multishot accept is armed on the ring.
-    armed: bool,
-    /// Registered with the worker's epoll (the epoll loop, or a ring that refused accepts).
-    polled: bool,
 }
 
 impl OwnListener {
     pub(super) fn new(listener: Listener) -> OwnListener {
-        OwnListener {
-            listener,
-            armed: false,
-            polled: false,
-        }
+        OwnListener { listener }
     }
 }
 
 impl Worker {
-    /// Starts accepting, once the loop is known (after the ring was or was not made).
+    /// Starts accepting: each listening socket on the worker's epoll.
     pub(super) fn start_listening(&mut self) {
-        for i in 0..self.listeners.len() {
-            if self.ring.is_some() {
-                self.arm_accept(i);
-            } else {
-                self.listen_on_epoll(i);
+        for (i, l) in self.listeners.iter_mut().enumerate() {
+            if let Err(e) = self.poll.registry().register(
+                &mut l.listener,
+                Token(LISTEN_BASE - i),
+                Interest::READABLE,
+            ) {
+                tracing::error!(worker = self.id, error = %e, "cannot watch a listening socket");
             }
         }
     }
 
-    fn listen_on_epoll(&mut self, i: usize) {
-        let Some(l) = self.listeners.get_mut(i).filter(|l| !l.polled) else {
-            return;
-        };
-        l.polled = true;
-        if let Err(e) = self.poll.registry().register(
-            &mut l.listener,
-            Token(LISTEN_BASE - i),
-            Interest::READABLE,
-        ) {
-            tracing::error!(worker = self.id, error = %e, "cannot watch a listening socket");
-        }
-    }
-
-    fn arm_accept(&mut self, i: usize) {
-        let Some(ring) = self.ring.as_mut() else {
-            return;
-        };
-        let Some(l) = self.listeners.get_mut(i).filter(|l| !l.armed && !l.polled) else {
-            return;
-        };
-        l.armed = true;
-        ring.arm_accept(l.listener.raw_fd(), user_data(Op::Accept, i, 0));
-        self.shared
-            .stats
-            .uring_listeners
-            .fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// epoll: takes every connection waiting on listener `i`.
+    /// Takes every connection waiting on listener `i`.
     pub(super) fn accept_ready(&mut self, i: usize, ready: &mut Vec<usize>) {
         loop {
             let Some(l) = self.listeners.get(i) else {
@@ -108,60 +73,6 @@ impl Worker {
                     return;
                 }
             }
-        }
-    }
-
-    /// io_uring: a multishot accept's completion.
-    pub(super) fn on_accept(&mut self, c: &Completion, ready: &mut Vec<usize>) {
-        let i = c.token;
-        if !c.more {
-            if let Some(l) = self.listeners.get_mut(i) {
-                l.armed = false;
-                self.shared
-                    .stats
-                    .uring_listeners
-                    .fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        if c.result >= 0 {
-            // SAFETY: a successful accept's result is a new descriptor nothing else owns.
-            let fd = unsafe { OwnedFd::from_raw_fd(c.result) };
-            // Stopping: the socket is closed, and so is what it still brought in.
-            if let Some(l) = self.listeners.get(i) {
-                match l.listener.adopt(fd) {
-                    Ok((stream, _peer)) => self.admit(stream, ready),
-                    Err(e) => tracing::debug!(error = %e, "accepted connection lost"),
-                }
-            }
-        } else {
-            match -c.result {
-                libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM => {
-                    let e = std::io::Error::from_raw_os_error(-c.result);
-                    if c.more {
-                        crate::accept::note_starved(&self.shared, &e, Duration::ZERO);
-                    } else {
-                        self.starved(&e);
-                    }
-                    return;
-                }
-                // Cancelled as the worker stops.
-                libc::ECANCELED => return,
-                // No multishot accept here after all (the ring's other features imply it,
-                // but a loop of refusals must never start): readiness instead.
-                libc::EINVAL | libc::EOPNOTSUPP => {
-                    tracing::info!(
-                        worker = self.id,
-                        "multishot accept refused; accepting on epoll"
-                    );
-                    self.listen_on_epoll(i);
-                    return;
-                }
-                // A connection reset before it was taken, and the like.
-                e => tracing::debug!(error = e, "accept failed"),
-            }
-        }
-        if !c.more {
-            self.arm_accept(i);
         }
     }
 
@@ -222,11 +133,7 @@ impl Worker {
         if Instant::now() >= at {
             self.accept_retry = None;
             for i in 0..self.listeners.len() {
-                if self.listeners[i].polled {
-                    self.accept_ready(i, ready);
-                } else {
-                    self.arm_accept(i);
-                }
+                self.accept_ready(i, ready);
             }
         }
         self.accept_retry
@@ -234,27 +141,14 @@ impl Worker {
     }
 
     /// Stopping: no new connections. The sockets close (the kernel sends what they still
-    /// queue to the other workers' sockets, or resets it when none is left); on io_uring
-    /// the armed accepts are cancelled first, and what they still bring is closed.
+    /// queue to the other workers' sockets, or resets it when none is left).
     pub(super) fn stop_listening(&mut self) {
-        if let Some(ring) = self.ring.as_mut() {
-            for (i, l) in self.listeners.iter().enumerate() {
-                if l.armed {
-                    ring.cancel(user_data(Op::Accept, i, 0));
-                }
-            }
-        }
         self.forget_listeners();
         self.accept_retry = None;
     }
 
-    /// Closes the listening sockets (their accepts' late completions find none).
+    /// Closes the listening sockets.
     pub(super) fn forget_listeners(&mut self) {
-        let armed = self.listeners.iter().filter(|l| l.armed).count();
-        self.shared
-            .stats
-            .uring_listeners
-            .fetch_sub(armed, Ordering::Relaxed);
         self.listeners.clear();
     }
 

@@ -84,7 +84,6 @@ impl Worker {
                 }
                 Op::Recv => self.on_recv(c, ready),
                 Op::Send => self.on_send(c, ready),
-                Op::Accept => self.on_accept(c, ready),
                 Op::Cancel => {}
             }
         }
