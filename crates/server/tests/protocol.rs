@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::{assert_healthy, Client, Hkv};
+use std::io::Read;
+
+use common::{assert_healthy, bin_request, Client, Hkv};
 
 #[test]
 fn storage_retrieval_and_errors_in_memcacheds_words() {
@@ -139,6 +141,71 @@ fn disable_cas_reports_zero_and_never_matches_as_memcached_does() {
     let mut on = with_cas.connect();
     assert_eq!(on.stat("settings", "cas_enabled").unwrap(), "yes");
     assert_healthy(&h);
+}
+
+/// memcached's `-C` drops the CAS a storage command carries (its items have none to set or
+/// compare) except where the command is a compare-and-swap: text `cas`, `ms` in modes S and
+/// R. hkv answered "exists" to binary SET/REPLACE/APPEND/PREPEND with a header CAS and to
+/// `ms MA C<cas>`, where memcached 1.6.18 stores (replies below measured on it, `-C`).
+#[test]
+fn regression_with_cas_off_a_storage_command_ignores_its_cas_as_memcached_does() {
+    let h = Hkv::start(&["-C"]);
+    let mut c = h.connect();
+    for (send, want) in [
+        ("set k 0 0 2\r\n10\r\n", "STORED\r\n"),
+        ("ms k 1 MA C123\r\nx\r\n", "HD\r\n"),
+        ("ms k 1 MP C5\r\ny\r\n", "HD\r\n"),
+        ("mg k C0 v\r\n", "VA 4\r\ny10x\r\n"),
+        ("ms k 1 MR C5\r\nz\r\n", "EX\r\n"),
+        ("ms k 1 MS C5\r\nz\r\n", "EX\r\n"),
+        ("ms k 1 ME C5\r\nz\r\n", "NS\r\n"),
+    ] {
+        c.expect(send, want);
+    }
+    let with_cas = |mut p: Vec<u8>, cas: u64| {
+        p[16..24].copy_from_slice(&cas.to_be_bytes());
+        p
+    };
+    let ex = [0u8; 8];
+    // The first byte of a connection picks its protocol.
+    let mut b = h.connect();
+    for (what, req, status) in [
+        ("SET", with_cas(bin_request(0x01, b"b", &ex, b"v1"), 123), 0),
+        (
+            "REPLACE",
+            with_cas(bin_request(0x03, b"b", &ex, b"v2"), 9),
+            0,
+        ),
+        ("APPEND", with_cas(bin_request(0x0e, b"b", &[], b"+"), 9), 0),
+        (
+            "PREPEND",
+            with_cas(bin_request(0x0f, b"b", &[], b"-"), 9),
+            0,
+        ),
+        (
+            "ADD of a missing key",
+            with_cas(bin_request(0x02, b"nb", &ex, b"n"), 9),
+            0,
+        ),
+        (
+            "ADD of a present key",
+            with_cas(bin_request(0x02, b"b", &ex, b"n"), 9),
+            2,
+        ),
+        ("DELETE", with_cas(bin_request(0x04, b"b", &[], &[]), 9), 2),
+    ] {
+        b.send(&req);
+        let mut head = [0u8; 24];
+        b.stream.read_exact(&mut head).unwrap();
+        let body = u32::from_be_bytes([head[8], head[9], head[10], head[11]]) as usize;
+        let mut rest = vec![0; body];
+        b.stream.read_exact(&mut rest).unwrap();
+        assert_eq!(u16::from_be_bytes([head[6], head[7]]), status, "{what}");
+    }
+    c.expect(
+        "get b nb\r\n",
+        "VALUE b 0 4\r\n-v2+\r\nVALUE nb 0 1\r\nn\r\nEND\r\n",
+    );
 }
 
 #[test]

@@ -78,7 +78,12 @@ impl Partition {
                         None => Response::NotStored,
                     };
                 };
-                if req.cas != 0 && self.store.get(loc).map(|i| i.cas()) != Some(req.cas) {
+                // memcached compares an append's CAS only when CAS is on: with `-C` (no
+                // CAS in items) meta `ms MA C<cas>` appends.
+                if req.cas != 0
+                    && self.store.cas_enabled()
+                    && self.store.get(loc).map(|i| i.cas()) != Some(req.cas)
+                {
                     return Response::Exists;
                 }
                 let item = self.store.get(loc).expect("found live above");

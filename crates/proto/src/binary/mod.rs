@@ -232,6 +232,10 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
     if !shape_ok {
         return error(status::EINVAL, HEADER_LEN, 0, true);
     }
+    // With `-C` memcached drops the header CAS of a storage command (its items have no CAS
+    // to set or compare): SET, ADD, REPLACE, APPEND and PREPEND store as if none was given.
+    // DELETE and INCR/DECR still compare it, and never match.
+    let cas = if value_ok && !limits.cas { 0 } else { cas };
     // memcached counts a storage command's flags (the first four bytes of its extras) in
     // the item's size, so they are read before the size is judged.
     let flags = match extlen >= 4 && value_ok {

@@ -111,8 +111,9 @@ pub fn plan_meta<'a>(
         kind,
         idx: (batch.len() - 1) as u32,
         echo,
+        // C0 never matches, as a CAS of 0 never does elsewhere (with `-C` every item's is 0).
         unless_cas: if kind == MetaKind::Get {
-            f.compare_cas
+            f.compare_cas.filter(|&c| c != 0)
         } else {
             None
         },
