@@ -12,6 +12,7 @@ fuzz_target!(|data: &[u8]| {
         max_item_size: 4096,
         cas: true,
         max_get_line: 8192,
+        max_line: 4096,
         // Small, so that data blocks still arriving are reported for staging.
         stage_min: 64,
         refuse_unstaged: false,

@@ -18,6 +18,9 @@ pub mod udp;
 pub const MAX_KEY_LEN: usize = 250;
 /// A line longer than this without a newline closes the connection (unless it is a get).
 pub const MAX_LINE_WITHOUT_NEWLINE: usize = 2048;
+/// memcached's read buffer (16 KiB): a longer line is never whole in it, so memcached closes
+/// the connection on any such line but a get's, however it arrives.
+pub const MAX_LINE: usize = 16 * 1024;
 
 /// Whether a key token is a valid memcached key: 1..=250 bytes. Tokens are split at
 /// spaces; memcached takes every other byte in a key, control characters and DEL included,

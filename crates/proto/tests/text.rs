@@ -594,3 +594,49 @@ fn a_meta_line_of_many_tokens_is_refused_for_its_flag_count() {
         "CLIENT_ERROR options flags too long"
     );
 }
+
+/// memcached reads a line only whole in its 16 KiB read buffer: a longer one closes the
+/// connection however it arrives, but a get's. hkv read any line that came whole, up to a
+/// 1 MiB `mg` line (a fragmentation probe); over UDP a datagram is read whole, as memcached
+/// reads it.
+#[test]
+fn regression_a_whole_line_longer_than_memcacheds_read_buffer_closes_unless_a_get() {
+    let spaces = |n: usize| vec![b' '; n];
+    let line = |head: &[u8], pad: usize, tail: &[u8]| [head, &spaces(pad), tail].concat();
+    let closes = |buf: &[u8], limits: &Limits| {
+        matches!(
+            parse(buf, limits),
+            Parsed::Error {
+                close: true,
+                noreply: true,
+                ..
+            }
+        )
+    };
+    let tcp = Limits::default();
+    let udp = Limits {
+        max_line: usize::MAX,
+        ..Limits::default()
+    };
+    for head in [&b"set a 0 0 1"[..], b"mg a v", b"touch a 0", b"bogus"] {
+        let long = line(head, 20_000, b"\r\nx\r\n");
+        assert!(closes(&long, &tcp), "{:?}", String::from_utf8_lossy(head));
+        assert!(!closes(&long, &udp), "{:?}", String::from_utf8_lossy(head));
+        // Up to the read buffer, a line that arrives whole is read, as memcached reads it.
+        let short = line(head, 10_000, b"\r\nx\r\n");
+        assert!(!closes(&short, &tcp), "{:?}", String::from_utf8_lossy(head));
+    }
+    let mut get = b"get".to_vec();
+    for i in 0..3000 {
+        get.extend_from_slice(format!(" key{i}").as_bytes());
+    }
+    get.extend_from_slice(b"\r\n");
+    assert!(get.len() > 16 * 1024);
+    match parse(&get, &tcp) {
+        Parsed::Command {
+            cmd: Command::Get { keys, .. },
+            ..
+        } => assert_eq!(keys.len(), 3000),
+        other => panic!("{other:?}"),
+    };
+}

@@ -183,6 +183,7 @@ fn run() -> anyhow::Result<()> {
                 max_item_size: settings.max_item_size,
                 cas: !cli.disable_cas,
                 max_get_line: settings.max_item_size.max(1 << 20),
+                max_line: hkv_proto::MAX_LINE,
                 stage_min: hkv_net::STAGE_MIN,
                 refuse_unstaged: false,
                 body_staged: false,

@@ -234,6 +234,7 @@ impl Worker {
         // A datagram is whole: nothing in it is staged.
         let udp_limits = hkv_proto::text::Limits {
             stage_min: usize::MAX,
+            max_line: usize::MAX,
             ..limits
         };
         let udp_reqs = &self.udp_reqs;

@@ -47,6 +47,25 @@ fn is_http_method(m: &[u8]) -> bool {
     )
 }
 
+/// Whether a line past memcached's limits may still be a (huge multi-key) get.
+fn long_get(buf: &[u8]) -> bool {
+    let start = buf.iter().take_while(|&&b| b == b' ').count();
+    let rest = &buf[start..];
+    start <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
+}
+
+/// Closes the connection with no reply, as memcached does on a line it cannot read.
+fn hang_up<'a>(len: usize) -> Parsed<'a> {
+    Parsed::Error {
+        error: "",
+        len,
+        swallow: 0,
+        noreply: true,
+        close: true,
+        unlink: None,
+    }
+}
+
 /// Parses the request at the front of `buf`.
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
     parse_after(buf, limits, 0)
@@ -60,18 +79,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
     let Some(nl) = memchr::memchr(b'\n', &buf[from..]).map(|i| i + from) else {
         if buf.len() > MAX_LINE_WITHOUT_NEWLINE {
             // memcached: this has to be a huge multiget; anything else closes the connection.
-            let start = buf.iter().take_while(|&&b| b == b' ').count();
-            let rest = &buf[start..];
-            let is_get = rest.starts_with(b"get ") || rest.starts_with(b"gets ");
-            if start > 100 || !is_get {
-                return Parsed::Error {
-                    error: "",
-                    len: buf.len(),
-                    swallow: 0,
-                    noreply: true,
-                    close: true,
-                    unlink: None,
-                };
+            if !long_get(buf) {
+                return hang_up(buf.len());
             }
             if buf.len() > limits.max_get_line {
                 // memcached grows its buffer without a bound; hkv keeps one, and says so
@@ -89,6 +98,10 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
         return Parsed::Incomplete;
     };
     let line_len = nl + 1;
+    if line_len > limits.max_line && !long_get(buf) {
+        // Whole, but longer than memcached ever holds whole (a 1 MiB `mg` line was read).
+        return hang_up(line_len);
+    }
     let mut line = &buf[..nl];
     if line.last() == Some(&b'\r') {
         line = &line[..line.len() - 1];

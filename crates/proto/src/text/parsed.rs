@@ -12,6 +12,9 @@ pub struct Limits {
     pub cas: bool,
     /// The longest get line accepted (gets may exceed the 2048-byte rule, as in memcached).
     pub max_get_line: usize,
+    /// The longest line of any other command, newline included ([`crate::MAX_LINE`]; UDP:
+    /// no limit but the datagram's, as memcached reads a datagram whole).
+    pub max_line: usize,
     /// A storage command (set, add, replace, cas, getset, ms; binary SET, ADD, REPLACE)
     /// whose data block of at least this many bytes is not all in the buffer yet is
     /// reported as [`Parsed::Body`], so that its bytes can be received into item memory
@@ -35,6 +38,7 @@ impl Default for Limits {
             max_item_size: 1 << 20,
             cas: true,
             max_get_line: 1 << 20,
+            max_line: crate::MAX_LINE,
             stage_min: usize::MAX,
             refuse_unstaged: false,
             body_staged: false,
