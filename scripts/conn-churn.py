@@ -81,7 +81,13 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hkv-before", help="another hkv build to compare (its default loop)")
+    ap.add_argument("--ab", action="store_true",
+                    help="only --hkv and --hkv-before, both on their default loop, their order "
+                         "alternating from round to round; prints every round")
     a = ap.parse_args()
+    if a.ab:
+        ab(a)
+        return
     servers = {
         "hkv --io uring": lambda p: [a.hkv, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "--io", "uring"],
         "hkv --io epoll": lambda p: [a.hkv, "-p", str(p), "-l", "127.0.0.1", "-t", str(a.threads), "--io", "epoll"],
@@ -102,6 +108,25 @@ def main():
         rate = statistics.median(r[0] for r in rs)
         cpu = statistics.median(r[1] for r in rs)
         print(f"| {name} | {rate:,.0f} | {cpu:.1f} |")
+
+
+def ab(a):
+    if not a.hkv_before:
+        raise SystemExit("--ab needs --hkv-before")
+    builds = {"--hkv": a.hkv, "--hkv-before": a.hkv_before}
+    results = {name: [] for name in builds}
+    for r in range(a.runs):
+        for name in (list(builds) if r % 2 == 0 else list(reversed(builds))):
+            port = free_port()
+            cmd = [builds[name], "-p", str(port), "-l", "127.0.0.1", "-t", str(a.threads)]
+            results[name].append(measure(cmd, port, a.procs, a.seconds))
+    print(f"| build | connections/s | server CPU per connection (us) | every round (us) |  ({a.procs} client processes, {a.runs} runs, medians)")
+    print("| --- | ---: | ---: | --- |")
+    for name, rs in results.items():
+        rate = statistics.median(r[0] for r in rs)
+        cpu = statistics.median(r[1] for r in rs)
+        rounds = ", ".join(f"{r[1]:.1f}" for r in rs)
+        print(f"| {name} {builds[name]} | {rate:,.0f} | {cpu:.1f} | {rounds} |")
 
 
 if __name__ == "__main__":
