@@ -57,7 +57,7 @@ pub(crate) fn listeners(config: &NetConfig) -> Result<Bound, NetError> {
         } else {
             a
         };
-        let tls = config.tls_for(a);
+        let tls = config.tls_for(k);
         if per_worker {
             match reuseport_group(a, threads, config.backlog) {
                 Ok(group) => {

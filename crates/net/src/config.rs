@@ -62,8 +62,9 @@ pub struct NetConfig {
     pub binding: Option<Binding>,
     /// `-Z`: TCP connections speak TLS with this configuration.
     pub tls: Option<Arc<Tls>>,
-    /// Addresses given as `-l notls:ADDR`: plain TCP even with `-Z` (memcached's prefix).
-    pub notls: Vec<std::net::IpAddr>,
+    /// One per listen address (`listen`, then `extra_listen`): true where `-l notls:ADDR`
+    /// keeps it plain TCP with `-Z` (memcached's prefix).
+    pub notls: Vec<bool>,
     /// The hot/cold router (`--hot-cache-mb`, docs/hotcold.md); None turns the split off.
     pub hot: Option<Arc<crate::hot::Router>>,
     /// How often the router is retrained (`--hot-epoch-ms`).
@@ -143,11 +144,11 @@ impl std::str::FromStr for AcceptMode {
 }
 
 impl NetConfig {
-    /// The TLS configuration connections accepted on `addr` use.
-    pub(crate) fn tls_for(&self, addr: SocketAddr) -> Option<Arc<Tls>> {
+    /// The TLS configuration connections accepted on the `k`th listen address use.
+    pub(crate) fn tls_for(&self, k: usize) -> Option<Arc<Tls>> {
         self.tls
             .clone()
-            .filter(|_| !self.notls.contains(&addr.ip()))
+            .filter(|_| !self.notls.get(k).copied().unwrap_or(false))
     }
 }
 

@@ -17,6 +17,10 @@ pub struct Settings {
     /// `listen_more`), where one was given instead of `port`.
     #[serde(skip)]
     pub listen_ports: Vec<Option<u16>>,
+    /// `-l notls:ADDR`: whether each listen address (`listen` first, then `listen_more`)
+    /// was given with the prefix; an address from a config file alone goes by `notls`.
+    #[serde(skip)]
+    pub listen_notls: Vec<bool>,
     pub port: u16,
     /// 0: no UDP.
     pub udp_port: u16,
@@ -92,6 +96,7 @@ impl Default for Settings {
             listen: IpAddr::from([127, 0, 0, 1]),
             listen_more: Vec::new(),
             listen_ports: Vec::new(),
+            listen_notls: Vec::new(),
             port: 11211,
             udp_port: 0,
             udp_any_port: false,
@@ -157,15 +162,16 @@ impl Settings {
         let mut listen = Vec::new();
         for l in &cli.listen {
             for &ip in &l.ips {
-                if !listen.contains(&(ip, l.port)) {
-                    listen.push((ip, l.port));
+                if !listen.iter().any(|&(i, p, _)| (i, p) == (ip, l.port)) {
+                    listen.push((ip, l.port, l.notls));
                 }
             }
         }
-        if let Some((&(first, _), more)) = listen.split_first() {
+        if let Some((&(first, _, _), more)) = listen.split_first() {
             s.listen = first;
-            s.listen_more = more.iter().map(|&(ip, _)| ip).collect();
-            s.listen_ports = listen.iter().map(|&(_, port)| port).collect();
+            s.listen_more = more.iter().map(|&(ip, _, _)| ip).collect();
+            s.listen_ports = listen.iter().map(|&(_, port, _)| port).collect();
+            s.listen_notls = listen.iter().map(|&(_, _, notls)| notls).collect();
             s.notls = cli
                 .listen
                 .iter()
@@ -405,6 +411,22 @@ impl Settings {
     pub fn extra_addrs(&self) -> Vec<SocketAddr> {
         let more = self.listen_more.iter().enumerate();
         more.map(|(i, &ip)| self.tcp_addr(i + 1, ip)).collect()
+    }
+
+    /// Whether each listen address (`addr()`, then `extra_addrs()`) stays plain TCP with
+    /// `-Z`: by its own `-l notls:` entry, not by its IP, which another entry may share on
+    /// another port (`-l 127.0.0.1 -l notls:127.0.0.1:11212` left both plain).
+    pub fn notls_flags(&self) -> Vec<bool> {
+        std::iter::once(&self.listen)
+            .chain(&self.listen_more)
+            .enumerate()
+            .map(|(i, ip)| {
+                self.listen_notls
+                    .get(i)
+                    .copied()
+                    .unwrap_or_else(|| self.notls.contains(ip))
+            })
+            .collect()
     }
 
     /// The `i`th listen address on its own `-l ADDR:PORT` port, or on `-p`'s.

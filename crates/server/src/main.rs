@@ -212,7 +212,7 @@ fn run() -> anyhow::Result<()> {
             },
             admin_listen: cli.admin_listen,
             tls,
-            notls: settings.notls.clone(),
+            notls: settings.notls_flags(),
             hot: (settings.hot_cache_bytes() > 0).then(|| {
                 std::sync::Arc::new(hkv_net::Router::new(
                     settings.hot_cache_bytes(),

@@ -352,6 +352,64 @@ fn notls_listener_stays_plain_and_refresh_certs_needs_tls() {
         .expect("refresh_certs\r\n", "Error TLS not enabled\r\n");
 }
 
+/// A hostile probe: `-l 127.0.0.1 -l notls:127.0.0.1:PORT` left the TLS listener plain too
+/// (the exemption was matched by IP alone), while `stats settings` said `ssl_enabled yes`.
+/// memcached keeps the first TLS-only.
+#[test]
+fn regression_a_notls_listener_leaves_tls_on_for_another_port_of_its_address() {
+    let dir = Dir::new("notls-port");
+    let ca = ca("test CA");
+    let (cert, key) = leaf(&ca, "hkv server", ExtendedKeyUsagePurpose::ServerAuth);
+    let cert = dir.write("cert.pem", &cert);
+    let key = dir.write("key.pem", &key);
+    let opt = format!("ssl_chain_cert={cert},ssl_key={key}");
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let plain_port = free.local_addr().unwrap().port();
+    drop(free);
+    let notls = format!("notls:127.0.0.1:{plain_port}");
+    // Killed however the test ends: a server left running holds the test's output open.
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Killed(
+        std::process::Command::new(env!("CARGO_BIN_EXE_hkv"))
+            .args(["-p", "0", "-l", "127.0.0.1", "-l", &notls, "-Z", "-o", &opt])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut out = std::io::BufReader::new(child.0.stdout.take().unwrap());
+    let mut addrs = Vec::new();
+    for _ in 0..2 {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        let a = line.trim().rsplit(' ').next().unwrap();
+        addrs.push(a.parse::<SocketAddr>().unwrap());
+    }
+    let (tls_addr, plain_addr) = match addrs[1].port() == plain_port {
+        true => (addrs[0], addrs[1]),
+        false => (addrs[1], addrs[0]),
+    };
+    assert_eq!(plain_addr.port(), plain_port);
+    let mut p = TcpStream::connect(tls_addr).unwrap();
+    p.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    p.write_all(b"version\r\n").unwrap();
+    let mut got = Vec::new();
+    let _ = p.read_to_end(&mut got);
+    assert!(
+        !String::from_utf8_lossy(&got).contains("VERSION"),
+        "the TLS port served plaintext"
+    );
+    let mut t = connect(tls_addr, client_config(&ca, None)).unwrap();
+    assert_eq!(call(&mut t, b"set k 0 0 1\r\nv\r\n", "\r\n"), "STORED\r\n");
+    let mut plain = common::Client::connect(plain_addr);
+    plain.expect("get k\r\n", "VALUE k 0 1\r\nv\r\nEND\r\n");
+}
+
 fn start_fails(args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_hkv"))
         .args(["-p", "0"])
