@@ -151,3 +151,50 @@ def test_regression_a_pkcs8_key_under_an_rsa_label_loads_as_in_memcached(cert, t
             c.close()
         finally:
             s.stop()
+
+
+def tls_stats(server, cert, group=b""):
+    out = converse_tls(server, cert, b"stats " + group + b"\r\n")
+    return {l.split()[1]: l.split()[2] for l in out.decode().splitlines()
+            if l.startswith("STAT ") and len(l.split()) == 3}
+
+
+def test_regression_tls_clients_that_never_read_are_not_polled(cert):
+    """A hostile probe: 900 TLS clients pipelining GETs and never reading kept the workers
+    at 45% of a core with nothing moving: every throttled connection was retried every 5 ms
+    with a write its full socket refused. A connection whose replies wait on its socket is
+    now brought back by the socket's writability, not by the timer."""
+    import time
+    opt = f"ssl_chain_cert={cert[0]},ssl_key={cert[1]}"
+    hkv = start_hkv("-Z", "-o", opt, "-t", "2", "-c", "1024")
+    socks = []
+    try:
+        converse_tls(hkv, cert, b"set big 0 0 2000\r\n" + b"x" * 2000 + b"\r\n")
+        for _ in range(600):
+            raw = socket.create_connection(hkv.addr, timeout=5)
+            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s = context(cert).wrap_socket(raw, server_hostname="localhost")
+            s.setblocking(False)
+            try:
+                s.send(b"get big\r\n" * 3000)
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                pass
+            socks.append(s)
+        # Until the replies stop moving: every socket full.
+        last = -1
+        for _ in range(40):
+            time.sleep(0.5)
+            written = int(tls_stats(hkv, cert)["bytes_written"])
+            # Each look writes its own reply: a few KiB.
+            if written - last < 64 << 10:
+                break
+            last = written
+        before = int(tls_stats(hkv, cert, b"hkv")["conn_buffer_throttled"])
+        time.sleep(2)
+        grew = int(tls_stats(hkv, cert, b"hkv")["conn_buffer_throttled"]) - before
+        # 600 connections retried every 5 ms for 2 s would be 240,000.
+        assert grew < 3000, f"{grew} retries of stalled connections in 2 s"
+    finally:
+        for s in socks:
+            s.close()
+        hkv.stop()

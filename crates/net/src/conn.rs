@@ -68,6 +68,8 @@ pub(crate) struct Conn {
     /// The command at `rstart` could neither be staged nor buffered within
     /// `--conn-buffer-mb`: it is refused as out of memory and its data block dropped.
     pub refuse_body: bool,
+    /// Keys this connection may plan in its next pass (worker/process.rs, `key_cap_after`).
+    pub key_cap: usize,
 }
 
 /// Buffers grown past this are shrunk once they are (nearly) empty: half of the floor a
@@ -120,6 +122,7 @@ impl Conn {
             stage_refused: false,
             stage_waits: false,
             refuse_body: false,
+            key_cap: crate::plan::MAX_KEYS_PER_CONN_PASS,
             last_active: std::time::Instant::now(),
             last_cmd: crate::clock::unix_now(),
             scanned: 0,

@@ -20,6 +20,7 @@ use hkv_proto::step::Step;
 
 mod close;
 mod datagrams;
+mod deferral;
 mod drain;
 mod dump;
 mod express;
@@ -55,6 +56,8 @@ const PASS_ND_BUDGET: usize = 16 << 20;
 const BUFFER_FLOOR: usize = 64 << 10;
 /// How often throttled connections are looked at again.
 const THROTTLE_RETRY: Duration = Duration::from_millis(5);
+/// The longest the retries back off to while buffers stay over `--conn-buffer-mb`.
+const THROTTLE_RETRY_MAX: Duration = Duration::from_millis(40);
 const READ_CHUNK: usize = 16 * 1024;
 /// `worker_conns` of a worker that stopped (shown as `-` in `stats hkv`).
 pub(crate) const GONE: usize = usize::MAX / 2;
@@ -78,6 +81,9 @@ pub(crate) struct Worker {
     throttled: Vec<usize>,
     /// When the throttled connections are looked at again.
     throttle_due: Option<Instant>,
+    /// The wait before the next retry: doubled after each retry that found the buffers
+    /// still over their limit.
+    throttle_wait: Duration,
     /// Over the limit, one connection per worker part way through a request still reads, so
     /// large requests finish one after another instead of all waiting for each other.
     exempt: Option<usize>,
@@ -198,6 +204,7 @@ impl Worker {
             marks: Vec::new(),
             throttled: Vec::new(),
             throttle_due: None,
+            throttle_wait: THROTTLE_RETRY,
             exempt: None,
             udp_ready: udp.is_some(),
             udp_reply: Default::default(),
@@ -463,7 +470,13 @@ impl Worker {
                         cap = BUFFER_FLOOR / 4;
                     } else {
                         stats.conn_buffer_throttled.fetch_add(1, Ordering::Relaxed);
-                        self.throttled.push(t);
+                        // Output the kernel has not taken brings it back when it does (its
+                        // socket's writability, or its send's completion): the timer's
+                        // retries were all failed writes, and 900 TLS clients that
+                        // never read kept the workers at 45% (a hostile probe).
+                        if !c.output_waiting() {
+                            self.throttled.push(t);
+                        }
                         self.hold(t);
                         continue;
                     }

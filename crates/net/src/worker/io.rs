@@ -48,18 +48,27 @@ impl Worker {
     /// Throttled connections go back to `pending` every `THROTTLE_RETRY`, not at once:
     /// handed straight back, they made every pass start again at once, and a worker spun
     /// at 100% while clients that do not read kept all buffers over their limit (a
-    /// hostile probe; regression test in tests/buffer_limits.rs). Returns the time left.
+    /// hostile probe; regression test in tests/buffer_limits.rs). While the buffers stay over
+    /// their limit the wait doubles, up to `THROTTLE_RETRY_MAX`: 900 clients that never
+    /// read, each holding a buffer past the floor, kept the limit passed and the workers
+    /// at 5% with retries every 5 ms that could not serve them. Returns the time left.
     pub(super) fn throttled_due(&mut self, pending: &mut Vec<usize>) -> Option<Duration> {
         if self.throttled.is_empty() {
             self.throttle_due = None;
             return None;
         }
         let now = Instant::now();
-        let due = *self.throttle_due.get_or_insert(now + super::THROTTLE_RETRY);
+        let due = *self.throttle_due.get_or_insert(now + self.throttle_wait);
         if now < due {
             return Some(due - now);
         }
         self.throttle_due = None;
+        let held = self.shared.stats.conn_buffer_bytes.load(Ordering::Relaxed);
+        self.throttle_wait = if held > self.shared.config.conn_buffer_limit {
+            (self.throttle_wait * 2).min(super::THROTTLE_RETRY_MAX)
+        } else {
+            super::THROTTLE_RETRY
+        };
         self.throttled.sort_unstable();
         self.throttled.dedup();
         pending.append(&mut self.throttled);

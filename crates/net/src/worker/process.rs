@@ -13,7 +13,8 @@ use crate::plan::{pp_plan_input, InputEnd, PassBudget};
 use crate::respond;
 use crate::sasl::Gate;
 
-use super::udp_reply::{first_deferred, UdpPlan};
+use super::deferral::{first_deferred, key_cap_after};
+use super::udp_reply::UdpPlan;
 use super::{Worker, PASS_ND_BUDGET, PASS_VALUE_BUDGET};
 
 /// Keys of UDP datagrams a pass plans before it leaves the rest of its datagrams for the
@@ -194,6 +195,7 @@ impl Worker {
                 errors: 0,
             };
             budget.conn_out_left = high_water.saturating_sub(c.pending_output());
+            budget.keys_per_conn = c.key_cap;
             let mut limits = limits;
             if c.refuse_body {
                 limits.refuse_unstaged = true;
@@ -403,7 +405,10 @@ impl Worker {
             };
             let mut end = plan.end;
             let mut steps = plan.steps.clone();
-            if let Some(m) = first_deferred(&self.marks[plan.marks], &self.responses) {
+            let marks = &self.marks[plan.marks.clone()];
+            let deferred = first_deferred(marks, &self.responses);
+            c.key_cap = key_cap_after(c.key_cap, marks, deferred);
+            if let Some(m) = deferred {
                 // Answer up to the read that did not fit; the client resumes there.
                 steps.end = m.step;
                 end.pos = m.resume;

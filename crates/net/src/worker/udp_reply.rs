@@ -4,11 +4,9 @@
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 
-use hkv_engine::{Response, Responses};
-
-use crate::plan::ReadMark;
 use crate::respond;
 
+use super::deferral::first_deferred;
 use super::Worker;
 
 /// Bytes of a datagram's reply buffer kept from pass to pass (16 KiB: a dozen datagrams).
@@ -28,13 +26,6 @@ pub(super) struct UdpPlan {
     pub(super) quiet_end: bool,
     pub(super) from: usize,
     pub(super) peer: std::net::SocketAddr,
-}
-
-/// The first read of a client that the engine deferred (the value budget was spent).
-pub(super) fn first_deferred<'m>(marks: &'m [ReadMark], res: &Responses) -> Option<&'m ReadMark> {
-    marks
-        .iter()
-        .find(|m| res.results[m.req as usize] == Response::Deferred)
 }
 
 impl Worker {
