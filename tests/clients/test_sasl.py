@@ -92,6 +92,13 @@ SCRIPTS = [
     bin_req(0x21, b"PLAIN", value=PLAIN_OK, opaque=1) + bin_req(0x00, b"k", opaque=2)
     + bin_req(0x01, b"k", SET_EXTRAS, b"v", 3) + bin_req(0x00, b"k", opaque=4) + bin_req(0x0A, opaque=5),
     bin_req(0x21, b"PLAIN", value=USER.encode() + PLAIN_OK, opaque=1) + bin_req(0x0A, opaque=2),
+    # Found by a hostile probe. Acting for another user (an authzid that is not the user):
+    # refused, the connection stays.
+    bin_req(0x21, b"PLAIN", value=b"bob" + PLAIN_OK, opaque=1) + bin_req(0x0A, opaque=2),
+    # Before authenticating, an unknown opcode and a known one of the wrong shape are refused
+    # as any other command is (hkv answered `Unknown command` and kept the connection).
+    bin_req(0x50, opaque=1) + bin_req(0x0B, opaque=2),
+    bin_req(0x00, b"k", b"xxxx", opaque=1) + bin_req(0x0B, opaque=2),
 ]
 
 

@@ -106,6 +106,19 @@ impl Gate<'_> {
     pub fn open(&self) -> bool {
         (self.users.is_none() && self.authfile.is_none()) || self.authed
     }
+
+    /// With `-S`, a request the parser refused (an unknown opcode, a known one of the wrong
+    /// shape) on a connection that has not authenticated gets `Auth failure.` and a
+    /// hang-up, as any other command there does in memcached; SASL's own and VERSION keep
+    /// their parser errors.
+    pub fn refuses_malformed(&self, opcode: u8) -> bool {
+        self.users.is_some()
+            && !self.authed
+            && !matches!(
+                opcode,
+                op::SASL_LIST_MECHS | op::SASL_AUTH | op::SASL_STEP | op::VERSION
+            )
+    }
 }
 
 /// What the gate decided about one binary request.

@@ -549,6 +549,16 @@ fn plan_binary<'a>(
         } => {
             end.pos += len;
             end.swallow = swallow;
+            if gate.refuses_malformed(opcode) {
+                steps.push(Step::Bin(BinStep::Text {
+                    opcode,
+                    status: hkv_proto::binary::status::AUTH_ERROR,
+                    opaque,
+                    body: b"",
+                }));
+                end.close = true;
+                return true;
+            }
             if let Some(key) = unlink.filter(|_| gate.open()) {
                 // memcached drops the old value of a key whose new one it refused (and a
                 // client not yet authenticated under -S drops nothing).

@@ -500,13 +500,15 @@ mod shape_tests {
 }
 
 /// SASL PLAIN's message (RFC 4616): `[authzid] NUL authcid NUL passwd`. Returns the user
-/// and the password, or None if it is not of that form.
+/// and the password, or None if it is not of that form. An authorization identity other
+/// than the user's own (acting for another user) is refused, as memcached's Cyrus SASL
+/// refuses it (a hostile probe: hkv logged `bob\0alice\0secret` in).
 pub fn sasl_plain(msg: &[u8]) -> Option<(&[u8], &[u8])> {
     let mut parts = msg.splitn(3, |&b| b == 0);
-    let _authzid = parts.next()?;
+    let authzid = parts.next()?;
     let user = parts.next()?;
     let pass = parts.next()?;
-    (!user.is_empty()).then_some((user, pass))
+    (!user.is_empty() && (authzid.is_empty() || authzid == user)).then_some((user, pass))
 }
 
 #[cfg(test)]

@@ -9,9 +9,11 @@ fn plain_messages() {
         Some((&b"alice"[..], &b"secret"[..]))
     );
     assert_eq!(
-        sasl_plain(b"boss\0alice\0s\0t"),
+        sasl_plain(b"alice\0alice\0s\0t"),
         Some((&b"alice"[..], &b"s\0t"[..]))
     );
+    // Acting for another user: refused, as memcached (Cyrus SASL) refuses it.
+    assert_eq!(sasl_plain(b"boss\0alice\0secret"), None);
     assert_eq!(sasl_plain(b"garbage"), None);
     assert_eq!(sasl_plain(b"\0\0pw"), None);
 }
