@@ -283,6 +283,12 @@ fn regression_the_port_file_is_written_and_one_that_cannot_be_is_no_reason_to_st
     let mut c = h.connect();
     assert!(c.call("version\r\n", "\r\n").starts_with("VERSION "));
     let udp = h.udp.unwrap().port();
+    // Written once the sockets are bound, after the address lines: it may come a moment
+    // after them (the renaming makes it whole when it comes).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !file.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
         format!("TCP INET: {}\nUDP INET: {udp}\n", h.addr.port())
