@@ -131,10 +131,14 @@ fn peer_cn(s: &Tls) -> Vec<u8> {
     s.conn.peer_certificates().unwrap()[0].to_vec()
 }
 
-fn start_tls(dir: &Dir, ca: &Ca, more: &[&str]) -> (Hkv, String, String) {
+/// The server's certificate and key, signed by `ca`, written to `dir`: their paths.
+fn server_files(dir: &Dir, ca: &Ca) -> (String, String) {
     let (cert, key) = leaf(ca, "hkv server", ExtendedKeyUsagePurpose::ServerAuth);
-    let cert = dir.write("cert.pem", &cert);
-    let key = dir.write("key.pem", &key);
+    (dir.write("cert.pem", &cert), dir.write("key.pem", &key))
+}
+
+fn start_tls(dir: &Dir, ca: &Ca, more: &[&str]) -> (Hkv, String, String) {
+    let (cert, key) = server_files(dir, ca);
     let opt = format!("ssl_chain_cert={cert},ssl_key={key}");
     let mut args = vec!["-Z", "-o", &opt];
     args.extend_from_slice(more);
@@ -309,9 +313,7 @@ fn client_certificates_are_checked_as_ssl_verify_mode_asks() {
 fn notls_listener_stays_plain_and_refresh_certs_needs_tls() {
     let dir = Dir::new("notls");
     let ca = ca("test CA");
-    let (cert, key) = leaf(&ca, "hkv server", ExtendedKeyUsagePurpose::ServerAuth);
-    let cert = dir.write("cert.pem", &cert);
-    let key = dir.write("key.pem", &key);
+    let (cert, key) = server_files(&dir, &ca);
     let opt = format!("ssl_chain_cert={cert},ssl_key={key}");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hkv"))
         .args([
@@ -359,9 +361,7 @@ fn notls_listener_stays_plain_and_refresh_certs_needs_tls() {
 fn regression_a_notls_listener_leaves_tls_on_for_another_port_of_its_address() {
     let dir = Dir::new("notls-port");
     let ca = ca("test CA");
-    let (cert, key) = leaf(&ca, "hkv server", ExtendedKeyUsagePurpose::ServerAuth);
-    let cert = dir.write("cert.pem", &cert);
-    let key = dir.write("key.pem", &key);
+    let (cert, key) = server_files(&dir, &ca);
     let opt = format!("ssl_chain_cert={cert},ssl_key={key}");
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let plain_port = free.local_addr().unwrap().port();
