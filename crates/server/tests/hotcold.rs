@@ -157,3 +157,31 @@ fn regression_gat_lines_on_hot_keys_are_answered_and_no_worker_is_lost() {
     assert_eq!(admin.stat_n("hkv", "worker_panics"), 0);
     c.expect("get hot\r\n", "VALUE hot 0 1\r\nh\r\nEND\r\n");
 }
+
+/// The router's thread woke every 5 ms to look for a stop: 200 wake-ups a second and 0.6%
+/// of a core on an idle server (memcached's idle server: none; a hostile probe's baseline).
+#[test]
+fn regression_the_router_thread_of_an_idle_server_seldom_wakes() {
+    let h = Hkv::start(&["-t", "1"]);
+    let tasks = format!("/proc/{}/task", h.pid());
+    let router = std::fs::read_dir(&tasks)
+        .unwrap()
+        .flatten()
+        .find(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "hkv-router")
+        })
+        .expect("a router thread")
+        .path();
+    let wakeups = || -> u64 {
+        let status = std::fs::read_to_string(router.join("status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap()
+    };
+    let before = wakeups();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let woke = wakeups() - before;
+    assert!(woke <= 40, "the router woke {woke} times in a second");
+}
