@@ -3,6 +3,7 @@
 
 mod command;
 mod compose;
+mod line;
 mod meta;
 mod parse;
 mod parsed;

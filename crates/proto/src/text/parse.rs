@@ -5,7 +5,7 @@ use super::parsed::bad_format;
 pub use super::parsed::{Limits, Parsed};
 use super::tokens::{parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split};
 use crate::step::{ClassList, CrawlerOp};
-use crate::{MAX_KEY_LEN, MAX_LINE_WITHOUT_NEWLINE};
+use crate::MAX_KEY_LEN;
 use hkv_types::Op;
 
 use crate::errors::{
@@ -47,25 +47,6 @@ fn is_http_method(m: &[u8]) -> bool {
     )
 }
 
-/// Whether a line past memcached's limits may still be a (huge multi-key) get.
-fn long_get(buf: &[u8]) -> bool {
-    let start = buf.iter().take_while(|&&b| b == b' ').count();
-    let rest = &buf[start..];
-    start <= 100 && (rest.starts_with(b"get ") || rest.starts_with(b"gets "))
-}
-
-/// Closes the connection with no reply, as memcached does on a line it cannot read.
-fn hang_up<'a>(len: usize) -> Parsed<'a> {
-    Parsed::Error {
-        error: "",
-        len,
-        swallow: 0,
-        noreply: true,
-        close: true,
-        unlink: None,
-    }
-}
-
 /// Parses the request at the front of `buf`.
 pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
     parse_after(buf, limits, 0)
@@ -75,33 +56,11 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
 /// searched when the line was incomplete before), so a long line arriving in pieces is
 /// searched once in all rather than once per piece.
 pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> Parsed<'a> {
-    let from = newline_free.min(buf.len());
-    let Some(nl) = memchr::memchr(b'\n', &buf[from..]).map(|i| i + from) else {
-        if buf.len() > MAX_LINE_WITHOUT_NEWLINE {
-            // memcached: this has to be a huge multiget; anything else closes the connection.
-            if !long_get(buf) {
-                return hang_up(buf.len());
-            }
-            if buf.len() > limits.max_get_line {
-                // memcached grows its buffer without a bound; hkv keeps one, and says so
-                // in the words memcached uses when that growth fails, before closing.
-                return Parsed::Error {
-                    error: crate::errors::READ_OUT_OF_MEMORY,
-                    len: buf.len(),
-                    swallow: 0,
-                    noreply: false,
-                    close: true,
-                    unlink: None,
-                };
-            }
-        }
-        return Parsed::Incomplete;
+    let nl = match super::line::find(buf, limits, newline_free) {
+        Ok(nl) => nl,
+        Err(incomplete_or_refused) => return incomplete_or_refused,
     };
     let line_len = nl + 1;
-    if line_len > limits.max_line && !long_get(buf) {
-        // Whole, but longer than memcached ever holds whole (a 1 MiB `mg` line was read).
-        return hang_up(line_len);
-    }
     let mut line = &buf[..nl];
     if line.last() == Some(&b'\r') {
         line = &line[..line.len() - 1];
