@@ -3,25 +3,28 @@
 use super::parsed::{Limits, Parsed};
 use crate::MAX_LINE_WITHOUT_NEWLINE;
 
-/// The newline ending the line at the front of `buf` (the first `newline_free` bytes were
-/// searched before), or what to answer instead: `Incomplete` while the line may still
-/// come, an error that closes the connection for a line memcached would not read.
-pub(super) fn find<'a>(
-    buf: &[u8],
-    limits: &Limits,
-    newline_free: usize,
-) -> Result<usize, Parsed<'a>> {
+/// What the front of a buffer holds.
+pub(super) enum Line<'a> {
+    /// A line, ending with the newline at this index.
+    Ends(usize),
+    /// No line to parse: `Incomplete` while it may still come, or an error that closes the
+    /// connection for a line memcached would not read.
+    Not(Parsed<'a>),
+}
+
+/// The line at the front of `buf` (the first `newline_free` bytes were searched before).
+pub(super) fn find<'a>(buf: &[u8], limits: &Limits, newline_free: usize) -> Line<'a> {
     let from = newline_free.min(buf.len());
     let Some(nl) = memchr::memchr(b'\n', &buf[from..]).map(|i| i + from) else {
         if buf.len() > MAX_LINE_WITHOUT_NEWLINE {
             // memcached: this has to be a huge multiget; anything else closes the connection.
             if !long_get(buf) {
-                return Err(hang_up(buf.len()));
+                return Line::Not(hang_up(buf.len()));
             }
             if buf.len() > limits.max_get_line {
                 // memcached grows its buffer without a bound; hkv keeps one, and says so
                 // in the words memcached uses when that growth fails, before closing.
-                return Err(Parsed::Error {
+                return Line::Not(Parsed::Error {
                     error: crate::errors::READ_OUT_OF_MEMORY,
                     len: buf.len(),
                     swallow: 0,
@@ -31,13 +34,13 @@ pub(super) fn find<'a>(
                 });
             }
         }
-        return Err(Parsed::Incomplete);
+        return Line::Not(Parsed::Incomplete);
     };
     if nl + 1 > limits.max_line && !long_get(buf) {
         // Whole, but longer than memcached ever holds whole (a 1 MiB `mg` line was read).
-        return Err(hang_up(nl + 1));
+        return Line::Not(hang_up(nl + 1));
     }
-    Ok(nl)
+    Line::Ends(nl)
 }
 
 /// Whether a line past memcached's limits may still be a (huge multi-key) get.

@@ -57,8 +57,8 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Parsed<'a> {
 /// searched once in all rather than once per piece.
 pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> Parsed<'a> {
     let nl = match super::line::find(buf, limits, newline_free) {
-        Ok(nl) => nl,
-        Err(incomplete_or_refused) => return incomplete_or_refused,
+        super::line::Line::Ends(nl) => nl,
+        super::line::Line::Not(answer) => return answer,
     };
     let line_len = nl + 1;
     let mut line = &buf[..nl];
