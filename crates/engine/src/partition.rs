@@ -10,7 +10,7 @@ use crate::index::Index;
 use crate::pending::{SameKeyTable, Waiting};
 use crate::profile::OBSERVE_EVERY;
 use crate::stats::{EngineStats, READ_SAMPLE, WRITE_SAMPLE};
-use hkv_types::{After, Op, Request, Response, Responses};
+use hkv_types::{After, GroupSpend, Op, Request, Response, Responses};
 
 mod counter;
 mod delayed;
@@ -354,6 +354,7 @@ impl Partition {
         now: u32,
         out: &mut Responses,
     ) {
+        out.begin_batch();
         let base = out.results.len();
         out.results.resize(base + reqs.len(), Response::Miss);
         out.after.resize(base + reqs.len(), After::default());
@@ -363,7 +364,7 @@ impl Partition {
             after,
             data,
             pinned,
-            group_bytes,
+            groups,
             ..
         } = out;
         self.budget = budget;
@@ -377,7 +378,7 @@ impl Partition {
             &mut results[base..],
             &mut after[base..],
             data,
-            group_bytes,
+            groups,
         );
         self.pin_sink.close(pinned);
     }
@@ -401,7 +402,7 @@ impl Partition {
         results: &mut [Response],
         after: &mut [After],
         data: &mut Vec<u8>,
-        group_bytes: &mut Vec<usize>,
+        groups: &mut Vec<GroupSpend>,
     ) {
         self.stats.batches += 1;
         // With a device that writes the cost model, and with delayed writes (C above
@@ -460,7 +461,7 @@ impl Partition {
                 let (w, bit) = read::sig_bit(&h);
                 self.group_sigs[w] |= bit;
                 if self.group.len() >= group_limit {
-                    self.flush_reads(reqs, hashes, now, results, data, group_bytes);
+                    self.flush_reads(reqs, hashes, now, results, data, groups);
                 }
                 continue;
             }
@@ -470,7 +471,7 @@ impl Partition {
             if self.group_sigs[w] & bit != 0
                 && self.group.iter().any(|&g| hashes[g as usize].sig == h.sig)
             {
-                self.flush_reads(reqs, hashes, now, results, data, group_bytes);
+                self.flush_reads(reqs, hashes, now, results, data, groups);
             }
             self.writes_left = self.writes_left.saturating_sub(1);
             self.last = After::default();
@@ -506,7 +507,7 @@ impl Partition {
             }
         }
         if !self.group.is_empty() {
-            self.flush_reads(reqs, hashes, now, results, data, group_bytes);
+            self.flush_reads(reqs, hashes, now, results, data, groups);
         }
         self.write_locs_valid = false;
         self.index.batch_end(order.len(), batch_clock);

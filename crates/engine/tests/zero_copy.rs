@@ -120,10 +120,12 @@ fn pinned_bytes_count_in_the_batch_value_budget() {
     for k in &keys {
         exec(&e, &[Request::set(k.as_bytes(), &big)]);
     }
+    // As the network plans a client's reads: its first is answered in any case.
     let reqs: Vec<Request<'_>> = keys
         .iter()
-        .map(|k| Request {
-            deferrable: true,
+        .enumerate()
+        .map(|(i, k)| Request {
+            deferrable: i > 0,
             ..Request::get(k.as_bytes())
         })
         .collect();
@@ -142,7 +144,17 @@ fn pinned_bytes_count_in_the_batch_value_budget() {
         .iter()
         .filter(|r| matches!(r, Response::Deferred))
         .count();
-    assert_eq!((answered, deferred), (2, 2), "{:?}", out.results);
+    // Which keys share a partition decides how many fit before one is deferred; with the
+    // pinned bytes not counted, all four would be answered.
+    assert!(answered >= 1 && deferred >= 1, "{:?}", out.results);
+    assert_eq!(answered + deferred, 4, "{:?}", out.results);
+    assert!(
+        out.results[..answered]
+            .iter()
+            .all(|r| matches!(r, Response::Value { .. })),
+        "the client resumes at its first deferred read, so only those before it are answered: {:?}",
+        out.results
+    );
     assert!(out.data.is_empty(), "nothing was copied");
 }
 

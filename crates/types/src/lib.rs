@@ -155,7 +155,7 @@ pub struct Request<'a> {
     /// it only where nothing later from the same client has run in this batch, so the read
     /// can be asked again in the next batch without reordering that client's requests.
     pub deferrable: bool,
-    /// Which client of the batch sent it (an index into [`Responses::group_bytes`]), for the
+    /// Which client of the batch sent it (an index into [`Responses::groups`]), for the
     /// per-client part of the value budget.
     pub group: u32,
     pub meta: Meta,
@@ -383,9 +383,43 @@ pub struct Responses {
     /// value of every client is answered whole, and copied, a batch of many clients' first
     /// values was unbounded.
     pub pin_past_budget: usize,
-    /// Value bytes each group has been given in this batch; grown as needed, reset by
+    /// What each group has been given in this batch; grown as needed, reset by
     /// [`Responses::clear`].
-    pub group_bytes: Vec<usize>,
+    pub groups: Vec<GroupSpend>,
+}
+
+/// One client's share of a batch's value budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupSpend {
+    /// Value bytes its deferrable reads were given.
+    pub bytes: usize,
+    /// Its deferrable reads from this index of the batch on are deferred: the one after its
+    /// first deferred read (the client resumes at that read in its next pass, so what comes
+    /// after it would be asked again), or [`GroupSpend::UNCUT`].
+    pub cut_from: u32,
+}
+
+impl GroupSpend {
+    pub const UNCUT: u32 = u32::MAX;
+
+    /// Whether the read at `index` of the batch comes after the group's first deferred read.
+    pub fn is_cut_at(&self, index: u32) -> bool {
+        index >= self.cut_from
+    }
+
+    /// Records that the read at `index` was deferred.
+    pub fn defer_at(&mut self, index: u32) {
+        self.cut_from = self.cut_from.min(index.saturating_add(1));
+    }
+}
+
+impl Default for GroupSpend {
+    fn default() -> Self {
+        GroupSpend {
+            bytes: 0,
+            cut_from: Self::UNCUT,
+        }
+    }
 }
 
 impl Default for Responses {
@@ -399,18 +433,28 @@ impl Default for Responses {
             group_budget: usize::MAX,
             pin_from: usize::MAX,
             pin_past_budget: usize::MAX,
-            group_bytes: Vec::new(),
+            groups: Vec::new(),
         }
     }
 }
 
 impl Responses {
+    /// Before another batch's requests are appended: they all come after any read that an
+    /// earlier batch deferred, so a client cut there is cut from the start of this one.
+    pub fn begin_batch(&mut self) {
+        for g in &mut self.groups {
+            if g.cut_from != GroupSpend::UNCUT {
+                g.cut_from = 0;
+            }
+        }
+    }
+
     pub fn clear(&mut self) {
         self.results.clear();
         self.after.clear();
         self.data.clear();
         self.pinned.clear();
-        self.group_bytes.clear();
+        self.groups.clear();
     }
 
     /// The value bytes of a `Response::Value` (empty for any other response).

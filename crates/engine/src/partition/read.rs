@@ -14,7 +14,7 @@ impl Partition {
         now: u32,
         results: &mut [Response],
         data: &mut Vec<u8>,
-        group_bytes: &mut Vec<usize>,
+        groups: &mut Vec<GroupSpend>,
     ) {
         self.in_search_group(hashes);
         // Data forwarding: a key with a waiting write is answered from the same-key table.
@@ -38,7 +38,7 @@ impl Partition {
         let t = clock();
         let (mut kc_proc, mut rd_proc) = self.items_procs(n);
         if t.is_none() && kc_proc == Proc::Cpu && rd_proc == Proc::Cpu {
-            self.kc_rd_group(reqs, now, results, data, group_bytes);
+            self.kc_rd_group(reqs, now, results, data, groups);
             self.group.clear();
             self.group_sigs = [0; 4];
             return;
@@ -74,7 +74,8 @@ impl Partition {
             let copied = items::ItemsDevice::value(&values, &value_at, j);
             let i = i as usize;
             let header = None;
-            results[i] = self.rd_one(&reqs[i], h, loc, kc, header, now, data, group_bytes, copied);
+            let at = i as u32;
+            results[i] = self.rd_one(&reqs[i], at, h, loc, kc, header, now, data, groups, copied);
         }
         self.group = group;
         self.group_hashes = group_hashes;
@@ -155,7 +156,7 @@ impl Partition {
         now: u32,
         results: &mut [Response],
         data: &mut Vec<u8>,
-        group_bytes: &mut Vec<usize>,
+        groups: &mut Vec<GroupSpend>,
     ) {
         let group = std::mem::take(&mut self.group);
         let group_hashes = std::mem::take(&mut self.group_hashes);
@@ -172,8 +173,7 @@ impl Partition {
             let (found, header) = self.store.lookup_header(loc, req.key, now);
             let kc = kc_of(found, &mut self.stats.key_mismatches);
             let header = Some(header).filter(|_| kc.is_live());
-            results[i as usize] =
-                self.rd_one(req, h, loc, kc, header, now, data, group_bytes, None);
+            results[i as usize] = self.rd_one(req, i, h, loc, kc, header, now, data, groups, None);
         }
         self.group = group;
         self.group_hashes = group_hashes;
@@ -183,21 +183,29 @@ impl Partition {
     /// RD of the `j`th read of the group, from what KC found. `header`: the live item's
     /// header as KC read it right before this RD (one pass), or None to read it here (two
     /// passes: earlier reads of the group may have bumped the item since its KC).
-    /// `copied`: the value the device's RD copied for it, if it did.
+    /// `copied`: the value the device's RD copied for it, if it did. `index`: the read's
+    /// place in the batch.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn rd_one(
         &mut self,
         req: &Request<'_>,
+        index: u32,
         h: &KeyHash,
         loc: Location,
         kc: Kc,
         header: Option<HitHeader>,
         now: u32,
         data: &mut Vec<u8>,
-        group_bytes: &mut Vec<usize>,
+        groups: &mut Vec<GroupSpend>,
         copied: Option<&[u8]>,
     ) -> Response {
+        if req.deferrable && group_of(groups, req).is_cut_at(index) {
+            // Its client resumes at an earlier deferred read: answering this one would copy
+            // a value to be thrown away and count a get that will be asked again.
+            self.stats.deferred_reads += 1;
+            return Response::Deferred;
+        }
         match kc {
             Kc::Live | Kc::LiveAt(_) => {
                 // KC ran on the CPU and left where the item is (the device's KC does not).
@@ -214,16 +222,14 @@ impl Partition {
                         Some(h) => h.value_len as usize,
                         None => self.store.get(loc).map_or(0, |i| i.value_len()),
                     };
-                    let g = req.group as usize;
-                    if group_bytes.len() <= g {
-                        group_bytes.resize(g + 1, 0);
-                    }
                     let batch_bytes = data.len() + self.pin_sink.batch_bytes();
-                    if self.budget.defers(batch_bytes, group_bytes[g], value_len) {
+                    let spend = group_of(groups, req);
+                    if self.budget.defers(batch_bytes, spend.bytes, value_len) {
+                        spend.defer_at(index);
                         self.stats.deferred_reads += 1;
                         return Response::Deferred;
                     }
-                    group_bytes[g] += value_len;
+                    spend.bytes += value_len;
                 }
                 self.count_get(req, true);
                 if let (Some(at), Some(header)) = (at, header) {
@@ -263,6 +269,39 @@ impl Partition {
         }
     }
 
+    /// Takes back what this partition counted for reads the caller then deferred (rare:
+    /// only a client whose reads passed its value budget in a batch).
+    pub(crate) fn undo_reads(
+        &mut self,
+        u: &crate::route::ReadsUndone,
+        reqs: &[Request<'_>],
+        hashes: &[KeyHash],
+    ) {
+        let s = &mut self.stats;
+        s.get_hits = s.get_hits.saturating_sub(u.hits);
+        s.get_misses = s.get_misses.saturating_sub(u.misses);
+        s.zero_copy_values = s.zero_copy_values.saturating_sub(u.pinned);
+        s.deferred_reads += u.reads;
+        for hit in &u.found {
+            let i = hit.index as usize;
+            let (key, h) = (reqs[i].key, &hashes[i]);
+            let loc = match self.pending.get(key, h) {
+                Some(w) => w.newest.unwrap_or(NO_LOCATION),
+                None => self.index.search_one(&self.store, h, &mut self.dropped),
+            };
+            self.free_dropped();
+            if self
+                .store
+                .get(loc)
+                .is_some_and(|item| kc_key_matches(&item, key))
+            {
+                let fetched = hit.bits & hkv_types::hit::FETCHED != 0;
+                let won = hit.bits & hkv_types::hit::WIN != 0;
+                self.store.undo_hit(loc, fetched, hit.atime, won);
+            }
+        }
+    }
+
     /// The live item for `key`: found in the same-key table or the index, key verified, not
     /// expired (an expired one is removed on the spot).
     pub(super) fn find_live(&mut self, key: &[u8], h: &KeyHash, now: u32) -> Option<Location> {
@@ -292,6 +331,16 @@ impl Partition {
         }
         Some(loc)
     }
+}
+
+/// The share of the value budget of `req`'s client, grown to hold it.
+#[inline(always)]
+fn group_of<'g>(groups: &'g mut Vec<GroupSpend>, req: &Request<'_>) -> &'g mut GroupSpend {
+    let g = req.group as usize;
+    if groups.len() <= g {
+        groups.resize(g + 1, GroupSpend::default());
+    }
+    &mut groups[g]
 }
 
 /// KC's verdict on what [`SlabStore::lookup`](hkv_store::SlabStore::lookup) found; a
