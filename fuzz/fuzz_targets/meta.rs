@@ -31,6 +31,7 @@ fuzz_target!(|data: &[u8]| {
         stage_min: 64,
         refuse_unstaged: false,
         body_staged: false,
+        sasl: false,
     };
     common::check_stream(&buf, &limits);
 });

@@ -187,6 +187,7 @@ fn run() -> anyhow::Result<()> {
                 stage_min: hkv_net::STAGE_MIN,
                 refuse_unstaged: false,
                 body_staged: false,
+                sasl: sasl.is_some(),
             },
             enable_shutdown: settings.enable_shutdown,
             verbose: settings.verbose,

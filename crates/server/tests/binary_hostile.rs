@@ -161,3 +161,39 @@ fn regression_binary_expiration_is_unsigned() {
     assert_eq!((op, status), (0x00, 0), "the item is kept");
     assert_eq!(&body[4..], b"v");
 }
+
+#[test]
+fn regression_a_large_sasl_body_without_dash_s_is_an_unknown_command_and_dropped() {
+    // Found by a differential probe: 2 MiB of SASL_AUTH data without -S got "Too large."
+    // (memcached: "Unknown command"; both drop the body and read on).
+    let h = Hkv::start(&["-m", "16"]);
+    let mut c = h.connect();
+    let data = vec![b'x'; 2 << 20];
+    let mut auth = header(0x21, 5, 0, (5 + data.len()) as u32, 5);
+    auth.extend_from_slice(b"PLAIN");
+    auth.extend_from_slice(&data);
+    auth.extend(header(0x0a, 0, 0, 0, 6));
+    c.send(&auth);
+    let (op, status, opaque, body) = packet(&mut c);
+    assert_eq!(
+        (op, status, opaque, body.as_slice()),
+        (0x21, 0x81, 5, &b"Unknown command"[..])
+    );
+    let (op, status, opaque, _) = packet(&mut c);
+    assert_eq!((op, status, opaque), (0x0a, 0, 6), "the NOOP after it");
+    assert_healthy(&h);
+}
+
+#[test]
+fn regression_an_unknown_opcode_with_a_251_byte_key_closes_as_in_memcached() {
+    let h = Hkv::start(&[]);
+    let mut c = h.connect();
+    let mut req = header(0x40, 251, 0, 251, 9);
+    req.extend_from_slice(&[b'k'; 251]);
+    req.extend(header(0x0a, 0, 0, 0, 10));
+    c.send(&req);
+    let (op, status, opaque, _) = packet(&mut c);
+    assert_eq!((op, status, opaque), (0x40, 0x04, 9), "Invalid arguments");
+    assert!(c.is_closed());
+    assert_healthy(&h);
+}

@@ -217,6 +217,11 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
     if keylen + extlen > bodylen {
         return error(status::UNKNOWN_COMMAND, HEADER_LEN, 0, true);
     }
+    // memcached judges the key's length before the opcode: an unknown opcode with a key
+    // over 250 bytes is a protocol error too.
+    if keylen > crate::MAX_KEY_LEN {
+        return error(status::EINVAL, HEADER_LEN, 0, true);
+    }
     let Some((want_ext, key_rule, value_ok)) = shape(opcode) else {
         return error(status::UNKNOWN_COMMAND, HEADER_LEN, bodylen, false);
     };
@@ -231,6 +236,10 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
     // missing): "Invalid arguments", then close, as memcached's protocol error.
     if !shape_ok {
         return error(status::EINVAL, HEADER_LEN, 0, true);
+    }
+    let sasl_op = matches!(opcode, op::SASL_LIST_MECHS | op::SASL_AUTH | op::SASL_STEP);
+    if sasl_op && !limits.sasl {
+        return error(status::UNKNOWN_COMMAND, HEADER_LEN, bodylen, false);
     }
     // With `-C` memcached drops the header CAS of a storage command (its items have no CAS
     // to set or compare): SET, ADD, REPLACE, APPEND and PREPEND store as if none was given.
@@ -247,6 +256,11 @@ pub fn parse_with<'a>(buf: &'a [u8], limits: &crate::text::Limits) -> BinParsed<
         // Refuse before buffering it; the body is read and dropped. A refused SET also
         // drops the key's old value (memcached: no stale data after a failed SET), so
         // its key is read first.
+        if sasl_op {
+            // memcached reads SASL data into an item: one it cannot allocate is "Out of
+            // memory".
+            return error(status::ENOMEM, HEADER_LEN, bodylen, false);
+        }
         if !matches!(opcode, op::SET | op::SETQ) {
             return error(status::E2BIG, HEADER_LEN, bodylen, false);
         }

@@ -18,6 +18,13 @@ fn plain_messages() {
     assert_eq!(sasl_plain(b"\0\0pw"), None);
 }
 
+fn sasl_on() -> crate::text::Limits {
+    crate::text::Limits {
+        sasl: true,
+        ..crate::text::Limits::default()
+    }
+}
+
 #[test]
 fn sasl_requests_parse_with_a_mechanism_key() {
     let mut p = vec![
@@ -40,7 +47,7 @@ fn sasl_requests_parse_with_a_mechanism_key() {
     ];
     p.extend_from_slice(&[0; 8]);
     p.extend_from_slice(b"PLAIN\0a\0pass");
-    match parse(&p, 1024) {
+    match parse_with(&p, &sasl_on()) {
         BinParsed::Request { req, .. } => {
             assert_eq!(req.key, b"PLAIN");
             assert_eq!(req.value, b"\0a\0pass");
@@ -168,6 +175,73 @@ fn a_large_value_still_arriving_is_reported_for_staging_and_parsed_without_it() 
         BinParsed::Request { req, len } => {
             assert_eq!((len, req.key, req.value), (header, &b"key"[..], &b""[..]));
             assert_eq!(req.extra_u32(0), Some(1));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn regression_sasl_opcodes_without_dash_s_are_unknown_commands_whatever_their_size() {
+    // Found by a differential probe: a 2 MiB SASL_AUTH without -S was "Too large."
+    // (memcached: "Unknown command", the body dropped unread).
+    use crate::testkit::bin_request as req;
+    let big = vec![b'x'; 2 << 20];
+    for opcode in [op::SASL_AUTH, op::SASL_STEP] {
+        let auth = req(opcode, &[], b"PLAIN", &big);
+        match parse_with(&auth[..HEADER_LEN + 5], &crate::text::Limits::default()) {
+            BinParsed::Error {
+                status,
+                len,
+                swallow,
+                close,
+                ..
+            } => {
+                assert_eq!((status, close), (status::UNKNOWN_COMMAND, false));
+                assert_eq!((len, swallow), (HEADER_LEN, 5 + big.len()));
+            }
+            other => panic!("{opcode:#x}: {other:?}"),
+        }
+        // With -S it is memcached's failed allocation of the SASL item.
+        match parse_with(&auth[..HEADER_LEN + 5], &sasl_on()) {
+            BinParsed::Error { status, close, .. } => {
+                assert_eq!((status, close), (status::ENOMEM, false));
+            }
+            other => panic!("{opcode:#x}: {other:?}"),
+        }
+    }
+    let list = req(op::SASL_LIST_MECHS, &[], b"", b"");
+    assert!(matches!(
+        parse_with(&list, &crate::text::Limits::default()),
+        BinParsed::Error {
+            status: status::UNKNOWN_COMMAND,
+            close: false,
+            ..
+        }
+    ));
+    assert!(matches!(
+        parse_with(&list, &sasl_on()),
+        BinParsed::Request { .. }
+    ));
+}
+
+#[test]
+fn regression_an_unknown_opcode_with_a_key_over_250_bytes_is_invalid_and_closes() {
+    // Found by a differential probe: hkv answered "Unknown command" and read on;
+    // memcached judges the key's length first ("Invalid arguments", closed).
+    use crate::testkit::bin_request as req;
+    let key = vec![b'k'; 251];
+    for opcode in [0x40u8, 0x1b, 0x1f, 0xff] {
+        match parse(&req(opcode, &[], &key, b""), 1024) {
+            BinParsed::Error { status, close, .. } => {
+                assert_eq!((status, close), (status::EINVAL, true), "{opcode:#x}");
+            }
+            other => panic!("{opcode:#x}: {other:?}"),
+        }
+    }
+    // 250 bytes: still only unknown.
+    match parse(&req(0x40, &[], &key[..250], b""), 1024) {
+        BinParsed::Error { status, close, .. } => {
+            assert_eq!((status, close), (status::UNKNOWN_COMMAND, false));
         }
         other => panic!("{other:?}"),
     }

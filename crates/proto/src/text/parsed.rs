@@ -30,6 +30,9 @@ pub struct Limits {
     /// by what came after the data (for text, the data block's `\r\n`). Its command is
     /// parsed with empty data.
     pub body_staged: bool,
+    /// SASL is on (`-S`): without it memcached answers the SASL opcodes "Unknown command"
+    /// and drops their bodies unread, whatever their size.
+    pub sasl: bool,
 }
 
 impl Default for Limits {
@@ -42,6 +45,7 @@ impl Default for Limits {
             stage_min: usize::MAX,
             refuse_unstaged: false,
             body_staged: false,
+            sasl: false,
         }
     }
 }
