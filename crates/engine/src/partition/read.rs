@@ -200,7 +200,8 @@ impl Partition {
         groups: &mut Vec<GroupSpend>,
         copied: Option<&[u8]>,
     ) -> Response {
-        if req.deferrable && group_of(groups, req).is_cut_at(index) {
+        let cut = |g: &GroupSpend| g.is_cut_at(index);
+        if req.deferrable && groups.get(req.group as usize).is_some_and(cut) {
             // Its client resumes at an earlier deferred read: answering this one would copy
             // a value to be thrown away and count a get that will be asked again.
             self.stats.deferred_reads += 1;
