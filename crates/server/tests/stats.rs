@@ -95,6 +95,29 @@ fn regression_reads_and_deletes_count_as_memcached_counts_them() {
     }
 }
 
+/// Found by a differential probe: `me` moved its class's `get_hits` in `stats slabs`
+/// (memcached's `me` counts in no statistic).
+#[test]
+fn regression_me_counts_in_no_slab_class_statistic() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    let class_hits = |c: &mut common::Client| -> u64 {
+        let slabs = c.call("stats slabs\r\n", "END\r\n");
+        slabs
+            .lines()
+            .filter_map(|l| l.split_once(":get_hits "))
+            .map(|(_, v)| v.trim().parse::<u64>().expect("a count"))
+            .sum()
+    };
+    c.call("set k 0 0 1\r\nv\r\n", "STORED\r\n");
+    let before = class_hits(&mut c);
+    let me = c.call("me k\r\nme k\r\nmn\r\n", "MN\r\n");
+    assert_eq!(me.matches("ME k ").count(), 2, "{me}");
+    assert_eq!(class_hits(&mut c), before, "after me");
+    c.call("mg k v\r\n", "\r\nv\r\n");
+    assert_eq!(class_hits(&mut c), before + 1, "after mg");
+}
+
 #[test]
 fn cachedump_and_metadump_list_the_items() {
     let h = Hkv::start(&[]);

@@ -233,12 +233,18 @@ impl Partition {
                     spend.bytes += value_len;
                 }
                 self.count_get(req, true);
-                if let (Some(at), Some(header)) = (at, header) {
-                    if let Some(r) = self.rd_answer_hit_at(req, loc, at, &header, now, data) {
-                        return r;
+                let r = match (at, header) {
+                    (Some(at), Some(header)) => {
+                        self.rd_answer_hit_at(req, loc, at, &header, now, data)
                     }
+                    _ => None,
+                };
+                let r = r.unwrap_or_else(|| self.rd_answer_hit_from(req, loc, now, data, copied));
+                if req.meta.read_stats == ReadStats::Debug {
+                    // `me` counts in no statistic, its class's `get_hits` included (memcached).
+                    self.store.uncount_hit(loc);
                 }
-                return self.rd_answer_hit_from(req, loc, now, data, copied);
+                return r;
             }
             Kc::Expired => {
                 // Two reads of one expired key in a group: the first removes it.

@@ -61,15 +61,20 @@ impl SlabStore {
         Some(header)
     }
 
+    /// Takes back the hit a read of the item at `loc` counted in its class.
+    pub fn uncount_hit(&mut self, loc: Location) {
+        let (c, _) = decode(loc);
+        if let Some(class) = self.classes.get_mut(c) {
+            class.counts.hits = class.counts.hits.saturating_sub(1);
+        }
+    }
+
     /// Takes back a read of the item at `loc` that was answered, then thrown away to be
     /// asked again (the engine's order-aware value budget): its hit in the class counts,
     /// and the meta state it changed, back to what the read found (`fetched`, `atime`; a
     /// recache token it won is handed out again), so the read asked again sees the same.
     pub fn undo_hit(&mut self, loc: Location, fetched: bool, atime: u32, won: bool) {
-        let (c, _) = decode(loc);
-        if let Some(class) = self.classes.get_mut(c) {
-            class.counts.hits = class.counts.hits.saturating_sub(1);
-        }
+        self.uncount_hit(loc);
         if let Some(chunk) = self.live_chunk_mut(loc) {
             if !fetched {
                 chunk[OFF_BITS] &= !FETCHED;
