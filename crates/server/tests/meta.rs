@@ -283,3 +283,41 @@ fn regression_a_ttl_after_a_long_opaque_is_not_applied_as_in_memcached() {
         c.expect("mg viv t v\r\n", "VA 0 t-1\r\n\r\n");
     });
 }
+
+/// Three differences a meta-protocol differential probe found against memcached 1.6.18.
+#[test]
+fn regression_meta_edge_cases_answer_as_memcached() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    // ma's CAS mismatch is not its own failure: the too-long opaque's error wins (hkv
+    // answered `EX O`).
+    c.expect("ms n 2\r\n41\r\n", "HD\r\n");
+    let o = format!("O{}", "x".repeat(32));
+    c.expect(
+        &format!("ma n C987654321 {o}\r\n"),
+        "CLIENT_ERROR opaque token too long\r\n",
+    );
+    // R over 30 days is a Unix time, as memcached's realtime() reads it (hkv handed out the
+    // recache token for R2592001 and for a time 50 s ahead on an item with 100 s left).
+    c.expect("ms k 3 T100\r\nabc\r\n", "HD\r\n");
+    c.expect("mg k R2592001\r\n", "HD\r\n");
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        + 50;
+    c.expect(&format!("mg k R{soon}\r\n"), "HD\r\n");
+    c.expect(&format!("mg k R{}\r\n", soon + 100), "HD W\r\n");
+    // Unsigned numbers read as strtoull reads them: `-0` is 0, and a negative that wraps to
+    // a small positive is that number (hkv refused both as a bad command line).
+    c.expect("set z -0 0 1\r\nx\r\n", "STORED\r\n");
+    c.expect("ms z 1 F-18446744073709551615\r\ny\r\n", "HD\r\n");
+    c.expect("mg z f v\r\n", "VA 1 f1\r\ny\r\n");
+    c.expect("set n 0 0 1\r\n5\r\n", "STORED\r\n");
+    c.expect("incr n -18446744073709551615\r\n", "6\r\n");
+    c.expect("ma n D-0 v\r\n", "VA 1\r\n6\r\n");
+    c.expect(
+        "incr n -1\r\n",
+        "CLIENT_ERROR invalid numeric delta argument\r\n",
+    );
+}

@@ -108,7 +108,7 @@ impl Partition {
         let near_expiry = req
             .meta
             .recache
-            .is_some_and(|r| expiry != 0 && i64::from(expiry.saturating_sub(now)) < r);
+            .is_some_and(|r| recache_due(r, expiry, now));
         if state & WIN_SENT != 0 {
             bits |= hit::WON_ELSEWHERE;
         } else if !req.meta.recache_token {
@@ -337,4 +337,43 @@ fn with_expiry(mut r: Response, shown: u32) -> Response {
         *expiry = shown;
     }
     r
+}
+
+/// Whether an item expiring at `expiry` (raw: 0 never) is within `R<r>` of its end: `r` is a
+/// TTL as `T` takes it (memcached converts it with `realtime()`: over 30 days a Unix time,
+/// and then the item wins if it expires before that time; 0 or less never).
+fn recache_due(r: i64, expiry: u32, now: u32) -> bool {
+    if expiry == 0 || r <= 0 {
+        return false;
+    }
+    let before = if r > hkv_store::REALTIME_MAXDELTA {
+        r
+    } else {
+        i64::from(now) + r
+    };
+    i64::from(expiry) < before
+}
+
+#[cfg(test)]
+mod recache_tests {
+    use super::recache_due;
+
+    #[test]
+    fn regression_an_r_over_30_days_is_a_unix_time_as_memcached_reads_it() {
+        // Found by a differential probe: `mg k R2592001` on an item with 100 s left won the
+        // recache (hkv read it as 30 days and a second; memcached as a time in 1970).
+        let now = 1_800_000_000;
+        let expiry = now + 100;
+        assert!(!recache_due(2_592_001, expiry, now));
+        assert!(!recache_due(i64::from(now) + 50, expiry, now));
+        assert!(recache_due(i64::from(now) + 150, expiry, now));
+        // Seconds, as before.
+        assert!(recache_due(101, expiry, now));
+        assert!(!recache_due(100, expiry, now));
+        assert!(recache_due(2_592_000, expiry, now));
+        // Never: no TTL, R0, a negative R.
+        assert!(!recache_due(50, 0, now));
+        assert!(!recache_due(0, expiry, now));
+        assert!(!recache_due(-5, expiry, now));
+    }
 }

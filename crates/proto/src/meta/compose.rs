@@ -182,9 +182,12 @@ fn write_reply(
 ) {
     if echo.opaque_too_long {
         // memcached's order: ma's own failure (a non-numeric value, no memory), else the
-        // opaque's error, whatever the command found or did.
+        // opaque's error, whatever the command found or did (a CAS that did not match too).
         let own = matches!(kind, MetaKind::Arith)
-            && !matches!(r, Response::Number(_) | Response::NotFound | Response::Miss);
+            && !matches!(
+                r,
+                Response::Number(_) | Response::NotFound | Response::Miss | Response::Exists
+            );
         if !own {
             line(out, crate::errors::meta::OPAQUE_TOO_LONG);
             return;

@@ -26,12 +26,25 @@ fn strtol_view(t: &[u8]) -> &[u8] {
     &t[..t.iter().position(is_space).unwrap_or(t.len())]
 }
 
-/// memcached's `safe_strtoul`/`safe_strtoull`: decimal digits, no '-', no overflow; a
-/// leading '+' is allowed, as `strtoul` allows it, and leading zeros as many as the line
-/// holds (a bound on the digits refused `incr k 000000000000000000001`).
+/// memcached's `safe_strtoul`/`safe_strtoull`: decimal digits, no overflow; a leading '+'
+/// is allowed, as `strtoul` allows it, and leading zeros as many as the line holds (a bound
+/// on the digits refused `incr k 000000000000000000001`). A leading '-' negates, as
+/// `strtoull` does, and memcached then refuses only a result that is negative as a signed
+/// number: `-0` is 0 and `-18446744073709551615` is 1, `-1` is refused (a differential probe).
 pub(crate) fn parse_u64(t: &[u8]) -> Option<u64> {
     let t = strtol_view(t);
-    let t = t.strip_prefix(b"+").unwrap_or(t);
+    match t.split_first() {
+        Some((b'-', rest)) => {
+            let v = parse_digits(rest)?.wrapping_neg();
+            (v as i64 >= 0).then_some(v)
+        }
+        Some((b'+', rest)) => parse_digits(rest),
+        _ => parse_digits(t),
+    }
+}
+
+/// Decimal digits only, at least one, within u64.
+fn parse_digits(t: &[u8]) -> Option<u64> {
     if t.is_empty() || !t.iter().all(u8::is_ascii_digit) {
         return None;
     }
@@ -55,7 +68,7 @@ pub(crate) fn parse_i32(t: &[u8]) -> Option<i64> {
         return None;
     }
     // Range-checked before the sign is applied: a u64 of 2^63 or more must not wrap.
-    let v = i64::try_from(parse_u64(digits)?).ok()?;
+    let v = i64::try_from(parse_digits(digits)?).ok()?;
     let v = if neg { -v } else { v };
     (i32::MIN as i64..=i32::MAX as i64)
         .contains(&v)
@@ -76,7 +89,7 @@ pub(crate) fn parse_i32_low_bits(t: &[u8]) -> Option<i64> {
     if digits.first() == Some(&b'+') {
         return None;
     }
-    let v = parse_u64(digits)?;
+    let v = parse_digits(digits)?;
     let v = if neg {
         // -2^63 is the most negative strtol reads.
         if v > 1 << 63 {
@@ -122,6 +135,18 @@ mod tests {
 
         assert_eq!(parse_u64(b"18446744073709551616"), None);
         assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b"-0"), Some(0));
+        assert_eq!(parse_u64(b"-18446744073709551615"), Some(1));
+        assert_eq!(parse_u64(b"-9223372036854775808"), None);
+        assert_eq!(parse_u64(b"-9223372036854775809"), Some((1 << 63) - 1));
+        assert_eq!(parse_u64(b"-18446744073709551616"), None);
+        assert_eq!(parse_u64(b"--0"), None);
+        assert_eq!(parse_u64(b"-+0"), None);
+        assert_eq!(parse_u64(b"+-0"), None);
+        assert_eq!(parse_u64(b"-"), None);
+        assert_eq!(parse_u32_low_bits(b"-18446744073709551615"), Some(1));
+        assert_eq!(parse_i32(b"--1"), None);
+        assert_eq!(parse_i32_low_bits(b"--1"), None);
         assert_eq!(parse_u64(b"1x"), None);
         assert_eq!(parse_u32(b"4294967296"), None);
         assert_eq!(parse_i32(b"-1"), Some(-1));
