@@ -321,3 +321,27 @@ fn regression_meta_edge_cases_answer_as_memcached() {
         "CLIENT_ERROR invalid numeric delta argument\r\n",
     );
 }
+
+#[test]
+fn regression_a_long_opaque_leaves_an_item_unfetched_where_memcached_bumps_late() {
+    // A differential probe: with `h`, `l`, `T`, `N` or `R`, memcached's mg bumps the item
+    // (fetched, access time) only as it writes the reply, which the too-long opaque stops;
+    // hkv marked it fetched (`mg k h` then said h1). Without them it bumps on the read.
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    let o = format!("O{}", "x".repeat(32));
+    let refused = "CLIENT_ERROR opaque token too long\r\n";
+    for (flags, fetched) in [
+        ("", true),
+        ("v", true),
+        ("h", false),
+        ("l", false),
+        ("T30", false),
+    ] {
+        c.expect("ms k 3\r\nabc\r\n", "HD\r\n");
+        c.expect(&format!("mg k {flags} {o}\r\n"), refused);
+        let me = c.call("me k\r\n", "\r\n");
+        let want = if fetched { "fetch=yes" } else { "fetch=no" };
+        assert!(me.contains(want), "mg k {flags} O...: {me}");
+    }
+}

@@ -133,7 +133,7 @@ fn plan_request<'a>(
     };
     Ok(match *m {
         MetaCmd::Get { .. } => {
-            meta.no_bump = f.no_bump;
+            meta.no_bump = f.no_bump || (f.opaque_too_long && f.bumps_late);
             meta.recache = f.recache;
             meta.flag_order = f.order;
             meta.vivify = f.vivify;

@@ -56,6 +56,10 @@ pub struct MetaFlags<'a> {
     pub ttl: Option<i64>,
     /// `u`: no LRU bump.
     pub no_bump: bool,
+    /// One of `h l T N R`, for which memcached's mg reads the item without bumping it and
+    /// bumps it (fetched, access time) only as it writes the reply: a too-long opaque,
+    /// refused there, leaves it as it was.
+    pub bumps_late: bool,
     /// `v`: return the value.
     pub value: bool,
     /// `x`: md removes the value, keeps the item.
@@ -148,6 +152,7 @@ fn preparse<'a>(
             return Err(crate::errors::meta::DUPLICATE_FLAG);
         }
         f.order |= order_bits(letter, seen);
+        f.bumps_late |= matches!(letter, b'h' | b'l' | b'T' | b'N' | b'R');
         seen |= bit;
         if META_FLAG_BITS & bit == 0 {
             return Err(crate::errors::meta::INVALID_FLAG);
