@@ -248,8 +248,8 @@ impl Client {
     }
 
     /// As [`Client::expect`], for a reply that reports TTLs (`t<secs>`): the server's clock
-    /// may turn a second between the write and this read, which takes one from each, as in
-    /// memcached (`ms_n_autovivifies_an_append_on_a_miss` read `t29` for `t30` in a CI run).
+    /// may turn a second between the write and this read, which takes one from each TTL and
+    /// adds one to each `l<secs>`, as in memcached (`ms_n_autovivifies_an_append_on_a_miss` read `t29` for `t30` in a CI run).
     pub fn expect_ttl(&mut self, req: &str, want: &str) {
         self.send(req.as_bytes());
         let lines = want.matches("\r\n").count();
@@ -429,12 +429,16 @@ fn one_second_less(want: &str) -> String {
             let body = line.trim_end_matches("\r\n");
             let flags: Vec<String> = body
                 .split(' ')
-                .map(
-                    |f| match f.strip_prefix('t').and_then(|n| n.parse::<u64>().ok()) {
-                        Some(secs) if secs > 0 => format!("t{}", secs - 1),
+                .map(|f| {
+                    let secs = |p: char| f.strip_prefix(p).and_then(|n| n.parse::<u64>().ok());
+                    match (secs('t'), secs('l')) {
+                        (Some(ttl), _) if ttl > 0 => format!("t{}", ttl - 1),
+                        // Seconds since the last access grow as the TTL shrinks (a CI run
+                        // read `l1 t99` for `l0 t100`).
+                        (_, Some(idle)) => format!("l{}", idle + 1),
                         _ => f.to_string(),
-                    },
-                )
+                    }
+                })
                 .collect();
             format!("{}\r\n", flags.join(" "))
         })
