@@ -7,7 +7,8 @@ use hkv_types::{After, Op, Request, Response, Responses};
 
 #[derive(Default)]
 pub(crate) struct Model {
-    items: HashMap<Vec<u8>, (Vec<u8>, u32, u64)>,
+    /// Value, flags, CAS, and whether the key was stored in base64 (`ms b`).
+    items: HashMap<Vec<u8>, (Vec<u8>, u32, u64, bool)>,
     next_cas: u64,
 }
 
@@ -25,20 +26,21 @@ impl Model {
     fn one(&mut self, r: &Request<'_>, data: &mut Vec<u8>) -> (Response, After) {
         let key = r.key.to_vec();
         let found = self.items.get(&key).cloned();
-        let store = |m: &mut Model, value: Vec<u8>, flags: u32| {
+        let store = |m: &mut Model, value: Vec<u8>, flags: u32, binary: bool| {
             m.next_cas += 1;
             let after = After {
                 cas: m.next_cas,
                 len: value.len() as u32,
                 ..After::default()
             };
-            m.items.insert(key.clone(), (value, flags, m.next_cas));
+            m.items
+                .insert(key.clone(), (value, flags, m.next_cas, binary));
             after
         };
         let none = After::default();
         match (r.op, found) {
             (Op::Touch, Some(_)) => (Response::Touched, none),
-            (Op::Get | Op::Gets | Op::Gat | Op::Gats, Some((v, flags, cas))) => {
+            (Op::Get | Op::Gets | Op::Gat | Op::Gats, Some((v, flags, cas, binary))) => {
                 let offset = data.len();
                 data.extend_from_slice(&v);
                 let hit = Response::Value {
@@ -48,7 +50,11 @@ impl Model {
                     len: v.len() as u32,
                     expiry: 0,
                     atime: 0,
-                    bits: 0,
+                    bits: if binary {
+                        hkv_types::hit::BINARY_KEY
+                    } else {
+                        0
+                    },
                 };
                 (hit, none)
             }
@@ -58,24 +64,28 @@ impl Model {
                 (Response::NotStored, none)
             }
             (Op::Cas, None) => (Response::NotFound, none),
-            (Op::Cas, Some((_, _, cas))) if cas != r.cas => (Response::Exists, none),
+            (Op::Cas, Some((_, _, cas, _))) if cas != r.cas => (Response::Exists, none),
             (Op::Set | Op::Add | Op::Replace | Op::Cas, _) => {
-                (Response::Stored, store(self, r.value.to_vec(), r.flags))
+                let binary = r.meta.binary_key;
+                (
+                    Response::Stored,
+                    store(self, r.value.to_vec(), r.flags, binary),
+                )
             }
-            (Op::Append | Op::Prepend, Some((mut v, flags, _))) => {
+            (Op::Append | Op::Prepend, Some((mut v, flags, _, _))) => {
                 if r.op == Op::Append {
                     v.extend_from_slice(r.value);
                 } else {
                     v.splice(0..0, r.value.iter().copied());
                 }
-                (Response::Stored, store(self, v, flags))
+                (Response::Stored, store(self, v, flags, false))
             }
             (Op::Delete, Some(_)) => {
                 self.items.remove(&key);
                 (Response::Deleted, none)
             }
             (Op::Delete, None) | (Op::Incr | Op::Decr, None) => (Response::NotFound, none),
-            (Op::Incr | Op::Decr, Some((v, flags, _))) => {
+            (Op::Incr | Op::Decr, Some((v, flags, _, binary))) => {
                 let Some(n) = std::str::from_utf8(&v)
                     .ok()
                     .and_then(|s| s.parse::<u64>().ok())
@@ -87,7 +97,7 @@ impl Model {
                 } else {
                     n.saturating_sub(r.delta)
                 };
-                let after = store(self, n.to_string().into_bytes(), flags);
+                let after = store(self, n.to_string().into_bytes(), flags, binary);
                 (Response::Number(n), after)
             }
             (Op::Vector, _) => (Response::NotFound, none),

@@ -116,6 +116,33 @@ fn a_base64_key_may_hold_any_bytes() {
     });
 }
 
+/// memcached's mg echoes `k` as the item was stored, whatever the request sent: raw for an
+/// item stored without `b` (text set, `ms` append, created by `mg N` or `ma N`), encoded
+/// for one stored with it; ms, md and ma echo the key as sent (a differential probe: hkv
+/// echoed every `b` request's key as sent).
+#[test]
+fn regression_mg_echoes_a_key_as_its_item_was_stored() {
+    each_engine(|h| {
+        let mut c = h.connect();
+        // "rawkey" and friends, in base64.
+        c.expect("set rawkey 0 0 1\r\nx\r\n", "STORED\r\n");
+        c.expect("mg cmF3a2V5 b k v\r\n", "VA 1 krawkey\r\nx\r\n");
+        c.expect("ms cmF3a2V5 1 b k\r\ny\r\n", "HD kcmF3a2V5 b\r\n");
+        c.expect("mg rawkey k v\r\n", "VA 1 kcmF3a2V5 b\r\ny\r\n");
+        c.expect("mg cmF3a2V5 b k v\r\n", "VA 1 kcmF3a2V5 b\r\ny\r\n");
+        // An append through `b` leaves an item keyed raw.
+        c.expect("ms cmF3a2V5 1 b MA k\r\nz\r\n", "HD kcmF3a2V5 b\r\n");
+        c.expect("mg cmF3a2V5 b k v\r\n", "VA 2 krawkey\r\nyz\r\n");
+        // Created by mg N or ma N: raw, though ma echoes its own request as sent.
+        c.expect("mg bms= b N30 k s\r\n", "HD knk s0 W\r\n");
+        c.expect("ma Y3Ry b N0 J5 k v\r\n", "VA 1 kY3Ry b\r\n5\r\n");
+        c.expect("mg Y3Ry b k v\r\n", "VA 1 kctr\r\n5\r\n");
+        // md and a miss echo the request.
+        c.expect("md Y3Ry b k\r\n", "HD kY3Ry b\r\n");
+        c.expect("mg Y3Ry b k v\r\n", "EN kY3Ry b\r\n");
+    });
+}
+
 /// N hands the recache token to exactly one of many clients racing on a miss, and R to one
 /// of many racing on an item near expiry.
 #[test]

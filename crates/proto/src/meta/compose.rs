@@ -47,15 +47,21 @@ fn ret_flags(out: &mut Vec<u8>, e: &Echo, rbuf: &[u8], found: Option<&Found>, no
             }
             (b'k', _) => {
                 out.extend_from_slice(b" k");
-                let stored_binary = found.is_some_and(|i| i.bits & hit::BINARY_KEY != 0);
-                if stored_binary && !e.base64 {
-                    // Stored with `b`, asked for by its raw bytes: memcached returns the
-                    // key encoded, as it was stored.
-                    out.extend_from_slice(encode_base64(token(rbuf, e.key)).as_bytes());
-                } else {
-                    out.extend_from_slice(token(rbuf, e.key));
+                // The item decides, as memcached's mg does: a key stored with `b` comes back
+                // encoded, one stored raw (text set, or created by `mg N`/`ma N`) raw,
+                // however it was asked for. Without an item, the request decides.
+                let binary = found.map_or(e.base64, |i| i.bits & hit::BINARY_KEY != 0);
+                let sent = token(rbuf, e.key);
+                let mut raw = [0u8; crate::MAX_KEY_LEN];
+                match (binary, e.base64) {
+                    (true, false) => out.extend_from_slice(encode_base64(sent).as_bytes()),
+                    (false, true) => match decode_key(sent, &mut raw) {
+                        Some(n) => out.extend_from_slice(&raw[..n]),
+                        None => out.extend_from_slice(sent),
+                    },
+                    _ => out.extend_from_slice(sent),
                 }
-                if e.base64 || stored_binary {
+                if binary {
                     out.extend_from_slice(b" b");
                 }
             }
@@ -194,13 +200,15 @@ fn write_reply(
         }
     }
     let after = res.after.get(idx as usize).copied().unwrap_or_default();
+    // ms, md and ma echo a key as the request sent it (memcached), so what they leave
+    // is reported as keyed the request's way.
     let written = Found {
         flags: 0,
         cas: after.cas,
         len: after.len,
         expiry: after.expiry,
         atime: now,
-        bits: 0,
+        bits: if echo.base64 { hit::BINARY_KEY } else { 0 },
     };
     let code: &str = match (kind, r) {
         (
@@ -337,6 +345,20 @@ mod tests {
         assert_eq!(serve(&mut m, "ms YSBi 1 b\r\nx\r\n"), "HD\r\n");
         assert_eq!(serve(&mut m, "mg YSBi b k v\r\n"), "VA 1 kYSBi b\r\nx\r\n");
         assert!(serve(&mut m, "mg !!!! b v\r\n").starts_with("CLIENT_ERROR"));
+    }
+
+    #[test]
+    fn mg_echoes_a_key_as_its_item_holds_it_and_the_others_as_sent() {
+        let mut m = Model::default();
+        // Stored raw, asked for in base64: raw (memcached's mg reads the item's flag).
+        assert_eq!(serve(&mut m, "set ab 0 0 1\r\nx\r\n"), "STORED\r\n");
+        assert_eq!(serve(&mut m, "mg YWI= b k v\r\n"), "VA 1 kab\r\nx\r\n");
+        // Stored in base64, asked for raw: encoded.
+        assert_eq!(serve(&mut m, "ms YWI= 1 b k\r\ny\r\n"), "HD kYWI= b\r\n");
+        assert_eq!(serve(&mut m, "mg ab k v\r\n"), "VA 1 kYWI= b\r\ny\r\n");
+        // md, ma and a miss echo the request.
+        assert_eq!(serve(&mut m, "md ab k\r\n"), "HD kab\r\n");
+        assert_eq!(serve(&mut m, "mg YWI= b k\r\n"), "EN kYWI= b\r\n");
     }
 
     #[test]
