@@ -48,6 +48,41 @@ fn counters_are_counted_and_reset_gauges_are_not() {
     c.expect("stats nonsense\r\n", "ERROR\r\n");
 }
 
+/// Found by a differential probe: a set refused as too large dropped the key's old value
+/// and counted that as a delete (`delete_hits`, or `delete_misses` without one, and `del`
+/// in `stats detail`); memcached drops it silently and counts a set in `stats detail`.
+#[test]
+fn regression_an_oversized_set_is_no_delete() {
+    let h = Hkv::start(&["-t", "1", "-I", "1k"]);
+    let mut c = h.connect();
+    c.expect("stats detail on\r\n", "OK\r\n");
+    c.call("set tz:1 0 0 1\r\na\r\n", "STORED\r\n");
+    let big = "x".repeat(2000);
+    for key in ["tz:1", "tz:2"] {
+        c.expect(
+            &format!("set {key} 0 0 2000\r\n{big}\r\n"),
+            "SERVER_ERROR object too large for cache\r\n",
+        );
+    }
+    // The binary protocol's refusal too (its own connection): SET, flags and exptime 0.
+    let mut b = h.connect();
+    b.send(&common::bin_request(0x01, b"tz:3", &[0; 8], big.as_bytes()));
+    let reply = common::read_exact(&mut b, 24);
+    let body = u32::from_be_bytes([reply[8], reply[9], reply[10], reply[11]]) as usize;
+    common::read_exact(&mut b, body);
+    assert_eq!(&reply[6..8], &[0x00, 0x03], "E2BIG");
+    c.expect("get tz:1\r\n", "END\r\n");
+    assert_eq!(c.stat_n("", "delete_hits"), 0);
+    assert_eq!(c.stat_n("", "delete_misses"), 0);
+    // memcached counts the text refusals only.
+    assert_eq!(c.stat_n("", "store_too_large"), 2);
+    assert_eq!(c.stat_n("slabs", "1:delete_hits"), 0);
+    c.expect(
+        "stats detail dump\r\n",
+        "PREFIX tz get 1 hit 0 set 4 del 0\r\nEND\r\n",
+    );
+}
+
 /// Found by a differential probe (stop 57): hkv counted gat as a get and a touch, me as a
 /// get, md I as a delete, and every meta command in cmd_meta. memcached 1.6 counts each
 /// command its own way; operators' dashboards read these, so they follow memcached's.

@@ -83,6 +83,9 @@ pub struct Meta {
     /// old value, as memcached's mset does. Elsewhere only SET unlinks it; append, prepend,
     /// replace, cas and incr keep it, as memcached does.
     pub unlink_on_failure: bool,
+    /// A DELETE that drops the old value of a key whose new one was refused (too large):
+    /// memcached unlinks it without counting a delete anywhere.
+    pub refused_store: bool,
 }
 
 /// How a read counts in memcached's statistics (`cmd_get`, `get_hits`, `get_misses`,
@@ -239,6 +242,13 @@ impl<'a> Request<'a> {
 
     pub fn delete(key: &'a [u8]) -> Self {
         Self::new(Op::Delete, key)
+    }
+
+    /// Drops the old value of `key`, whose new one was refused ([`Meta::refused_store`]).
+    pub fn unlink_refused(key: &'a [u8]) -> Self {
+        let mut req = Self::delete(key);
+        req.meta.refused_store = true;
+        req
     }
 
     pub fn incr(key: &'a [u8], delta: u64) -> Self {

@@ -133,6 +133,13 @@ impl Partition {
                 self.store.note(loc, ClassOp::CasHit);
                 self.store_request(req, h, now, cur)
             }
+            Op::Delete if req.meta.refused_store => match cur {
+                Some(loc) => {
+                    self.unlink(req.key, h, loc);
+                    Response::Deleted
+                }
+                None => Response::NotFound,
+            },
             Op::Delete => match cur {
                 Some(loc)
                     if (req.cas != 0 || req.meta.cas_given)

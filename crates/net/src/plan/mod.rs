@@ -562,9 +562,9 @@ fn plan_binary<'a>(
             if let Some(key) = unlink.filter(|_| gate.open()) {
                 // memcached drops the old value of a key whose new one it refused (and a
                 // client not yet authenticated under -S drops nothing).
-                batch.push(Request::delete(key));
+                batch.push(Request::unlink_refused(key));
             }
-            end.too_large += u64::from(status == hkv_proto::binary::status::E2BIG);
+            // memcached 1.6 counts no binary refusal in `store_too_large` (text ones only).
             steps.push(Step::Bin(BinStep::Status {
                 opcode,
                 status,

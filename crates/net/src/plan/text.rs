@@ -46,7 +46,7 @@ pub(super) fn plan_text<'a>(
             end.too_large += u64::from(error == hkv_proto::errors::TOO_LARGE);
             if let Some(key) = unlink {
                 // memcached drops the old value of a key whose new one it refused.
-                batch.push(Request::delete(key));
+                batch.push(Request::unlink_refused(key));
             }
             if !noreply {
                 steps.push(Step::Text(error));

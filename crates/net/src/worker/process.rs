@@ -372,6 +372,9 @@ impl Worker {
                         | hkv_engine::Op::Append
                         | hkv_engine::Op::Prepend
                         | hkv_engine::Op::Cas => Event::Set,
+                        // memcached counts a refused set as a set, and the unlink of
+                        // its old value as nothing.
+                        hkv_engine::Op::Delete if r.meta.refused_store => Event::Set,
                         hkv_engine::Op::Delete => Event::Delete,
                         _ => return None,
                     };
