@@ -427,6 +427,21 @@ fn shutdown_command_when_enabled() {
     assert!(status.success());
 }
 
+/// A hostile probe: commands sent after `shutdown` on its connection still ran (a `set`
+/// behind it was stored and, with `-e`, kept across the restart). memcached runs none.
+#[test]
+fn regression_nothing_sent_after_shutdown_runs() {
+    let mut h = Hkv::start(&["-A", "-t", "1"]);
+    let mut c = h.connect();
+    c.send(b"version\r\nshutdown\r\nset after 0 0 1\r\nz\r\nget after\r\n");
+    let mut got = Vec::new();
+    let _ = c.stream.read_to_end(&mut got);
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("VERSION "), "{got:?}");
+    assert_eq!(got.lines().count(), 1, "{got:?}");
+    assert!(h.child.wait().unwrap().success());
+}
+
 #[test]
 fn stats_fields_monitoring_scrapes() {
     let h = Hkv::start(&["-t", "2", "-m", "32"]);

@@ -422,8 +422,9 @@ impl Worker {
                 end.scanned = 0;
             }
             let was_watcher = c.watch.is_some();
+            let mut shut = false;
             for step in &self.steps[steps] {
-                stop |= respond::wr_compose(
+                shut |= respond::wr_compose(
                     step,
                     &c.rbuf,
                     &self.responses,
@@ -435,6 +436,13 @@ impl Worker {
                         dump: &mut c.dump,
                     }),
                 );
+            }
+            if shut {
+                // As memcached: nothing this client sent after its `shutdown` runs (writes
+                // sent behind it were stored, and kept across a warm restart).
+                end.close = true;
+                end.more = false;
+                stop = true;
             }
             if !was_watcher && c.watch.is_some() {
                 self.watchers += 1;

@@ -42,8 +42,9 @@ impl Worker {
                 unfinished = true;
                 goes_on = false;
             }
+            let mut shut = false;
             for step in &self.steps[range] {
-                stop |= respond::wr_compose(
+                shut |= respond::wr_compose(
                     step,
                     &r.payload,
                     &self.responses,
@@ -52,6 +53,11 @@ impl Worker {
                     reply,
                     None,
                 );
+            }
+            if shut {
+                // Nothing after a `shutdown` runs, as on TCP: the datagram is answered so far.
+                (goes_on, unfinished) = (false, false);
+                stop = true;
             }
             // A datagram is built whole: spliced values are copied in.
             reply.flatten();
