@@ -143,6 +143,20 @@ fn regression_mg_echoes_a_key_as_its_item_was_stored() {
     });
 }
 
+/// An admin probe: `me` took any third token starting with `b` for the base64 flag, so
+/// `me foo bar` was refused and `me Zm9v bar` looked up `foo`; memcached takes only `b`.
+#[test]
+fn regression_me_takes_only_b_for_base64() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    c.expect("set foo 0 0 1\r\nx\r\n", "STORED\r\n");
+    let me = c.call("me foo bar\r\n", "\r\n");
+    assert!(me.starts_with("ME foo exp=-1 "), "{me:?}");
+    c.expect("me Zm9v bar\r\n", "EN\r\n");
+    let me = c.call("me Zm9v b\r\n", "\r\n");
+    assert!(me.starts_with("ME foo exp=-1 "), "{me:?}");
+}
+
 /// N hands the recache token to exactly one of many clients racing on a miss, and R to one
 /// of many racing on an item near expiry.
 #[test]

@@ -166,6 +166,9 @@ fn cachedump_and_metadump_list_the_items() {
     assert!(dump.contains("ITEM k%2 [1 b; "), "{dump}");
     let one = c.call("stats cachedump 1 1\r\n", "END\r\n");
     assert_eq!(one.matches("ITEM ").count(), 1, "{one}");
+    // Numbers read as safe_strtoul reads them: white space may end one (an admin probe:
+    // a tab after the limit was a bad format).
+    assert_eq!(c.call("stats cachedump 1 1\t\r\n", "END\r\n"), one);
     c.expect("stats cachedump 1\r\n", "CLIENT_ERROR bad command line\r\n");
     c.expect(
         "stats cachedump 999 1\r\n",

@@ -180,7 +180,10 @@ fn reset(shared: &Shared, now: u32) {
 /// `stats cachedump <class> <limit>`: `ITEM <key> [<bytes> b; <expiry> s]` per item, as
 /// memcached lists them (expiry: the Unix time, 0 for none).
 fn cachedump(args: &[Vec<u8>], shared: &Shared, now: u32) -> Result<StatsReply, StatsError> {
-    let num = |a: Option<&Vec<u8>>| -> Option<usize> { std::str::from_utf8(a?).ok()?.parse().ok() };
+    // safe_strtoul's reading, as memcached's: `stats cachedump 1 1\t` lists the class.
+    let num = |a: Option<&Vec<u8>>| -> Option<usize> {
+        usize::try_from(hkv_proto::text::parse_unsigned(a?)?).ok()
+    };
     if args.len() < 2 {
         return Err(StatsError::Line(hkv_proto::errors::BAD_COMMAND_LINE));
     }

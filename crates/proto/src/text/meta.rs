@@ -303,7 +303,8 @@ pub(crate) fn parse<'a>(
             Some(key) if key.len() <= crate::MAX_KEY_LEN => cmd(
                 MetaCmd::Debug {
                     key,
-                    base64: tokens.get(2).is_some_and(|t| t.first() == Some(&b'b')),
+                    // Only a token that is exactly `b` (memcached): `me foo bar` looks up foo.
+                    base64: tokens.get(2).is_some_and(|t| *t == b"b"),
                 },
                 line_len,
             ),

@@ -18,3 +18,9 @@ pub use hkv_types::Op;
 pub use meta::{decode_key, MetaFlags, META_FLAG_LETTERS};
 pub use parse::{parse, parse_after, Limits, Parsed};
 pub use plan::{get_key_request, get_key_step, plan_command};
+
+/// An unsigned number as memcached's `safe_strtoull` reads it (for arguments parsed outside
+/// this crate, such as `stats cachedump`'s).
+pub fn parse_unsigned(t: &[u8]) -> Option<u64> {
+    tokens::parse_u64(t)
+}

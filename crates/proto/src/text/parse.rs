@@ -3,7 +3,9 @@
 use super::command::Command;
 use super::parsed::bad_format;
 pub use super::parsed::{Limits, Parsed};
-use super::tokens::{parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split};
+use super::tokens::{
+    parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split, strtol_view,
+};
 use crate::step::{ClassList, CrawlerOp};
 use crate::MAX_KEY_LEN;
 use hkv_types::Op;
@@ -337,7 +339,15 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     streams: hkv_types::watch::FETCHERS,
                 }),
                 Some(streams) => cmd(Command::Watch { streams }),
-                None => Parsed::error(ERROR, line_len),
+                // memcached reads a last `noreply` first, then finds it no stream: silence.
+                None => Parsed::Error {
+                    error: ERROR,
+                    len: line_len,
+                    swallow: 0,
+                    noreply: noreply_at(n - 1),
+                    close: false,
+                    unlink: None,
+                },
             }
         }
         b"stats" => cmd(Command::Stats {
@@ -368,7 +378,8 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
             (Some(b"automove"), 3..) => {
                 let noreply = noreply_at(n - 1);
                 let mode = match tokens[2] {
-                    b"ratio" => match tokens.get(3).map(|t| std::str::from_utf8(t)) {
+                    // strtod's view of the token: white space around the number is fine.
+                    b"ratio" => match tokens.get(3).map(|t| std::str::from_utf8(strtol_view(t))) {
                         Some(Ok(r)) if n >= 4 && r.parse::<f64>().is_ok() => None,
                         _ => return Parsed::error(ERROR, line_len),
                     },

@@ -19,7 +19,7 @@ pub(crate) fn split(line: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// the number is skipped, and the number ends at white space, whatever follows it (a token
 /// holds no spaces, but may hold `\t`, `\r`, `\v`, `\f`): `set k 0 0 1\r\r\n` stores one
 /// byte in memcached, and was a bad command line here (a hostile probe).
-fn strtol_view(t: &[u8]) -> &[u8] {
+pub(crate) fn strtol_view(t: &[u8]) -> &[u8] {
     let is_space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
     let start = t.iter().take_while(|b| is_space(b)).count();
     let t = &t[start..];
