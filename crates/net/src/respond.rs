@@ -29,6 +29,11 @@ pub(crate) fn wr_compose(
     conn: Option<Streams<'_>>,
 ) -> bool {
     match *step {
+        Step::Watch(_) if out.pending() > 0 => {
+            // memcached refuses a watch queued behind replies not yet sent (`version\r\n
+            // watch\r\n` in one write), as it refuses such a metadump.
+            line(out, hkv_proto::errors::admin::WATCH_PIPELINED);
+        }
         Step::Watch(streams) => match conn {
             Some(Streams { watch: slot, .. }) if slot.is_none() => {
                 match shared.engine.watch().add(streams) {

@@ -77,6 +77,7 @@ pub mod admin {
     pub const CACHEDUMP_DISABLED: &str = "CLIENT_ERROR stats cachedump not allowed";
     pub const METADUMP_DISABLED: &str = "ERROR metadump not allowed";
     pub const METADUMP_PIPELINED: &str = "ERROR cannot pipeline other commands before metadump";
+    pub const WATCH_PIPELINED: &str = "ERROR cannot pipeline other commands before watch";
     pub const CRAWLER_BUSY: &str = "BUSY currently processing crawler request";
     pub const STATS_OUT_OF_MEMORY: &str = "SERVER_ERROR out of memory writing stats";
     /// `refresh_certs` without `-Z` (memcached's wording, capitals included).

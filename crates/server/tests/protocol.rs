@@ -561,3 +561,18 @@ fn lru_commands_are_refused_as_memcached_refuses_them_without_an_lru_maintainer(
     c.expect("mn\r\n", "MN\r\n");
     assert_healthy(&h);
 }
+
+/// An admin probe: `version\r\nwatch\r\n` in one write started a watch behind the unsent
+/// `VERSION`; memcached refuses it, as it refuses such a metadump. Sent alone, it starts.
+#[test]
+fn regression_a_watch_behind_unsent_replies_is_refused() {
+    let h = Hkv::start(&["-t", "1"]);
+    let mut c = h.connect();
+    let got = c.call("version\r\nwatch\r\n", "watch\r\n");
+    assert!(
+        got.starts_with("VERSION ")
+            && got.ends_with("\r\nERROR cannot pipeline other commands before watch\r\n"),
+        "{got:?}"
+    );
+    c.expect("watch\r\n", "OK\r\n");
+}
