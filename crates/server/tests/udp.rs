@@ -5,45 +5,8 @@ mod common;
 use std::net::UdpSocket;
 use std::time::Duration;
 
+use common::udp::{reply, request, udp_client};
 use common::{assert_healthy, Hkv};
-
-fn udp_client(h: &Hkv) -> UdpSocket {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.connect(h.udp.expect("udp address")).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s
-}
-
-fn request(id: u16, seq: u16, total: u16, body: &[u8]) -> Vec<u8> {
-    let mut d = Vec::new();
-    for v in [id, seq, total, 0] {
-        d.extend_from_slice(&v.to_be_bytes());
-    }
-    d.extend_from_slice(body);
-    d
-}
-
-/// Receives every datagram of reply `id` and returns (headers, reassembled payload).
-fn reply(s: &UdpSocket, id: u16) -> (Vec<[u16; 4]>, Vec<u8>) {
-    let mut parts: Vec<(u16, Vec<u8>)> = Vec::new();
-    let mut headers = Vec::new();
-    let mut total = u16::MAX;
-    let mut buf = [0u8; 65536];
-    while parts.len() < total as usize {
-        let n = s.recv(&mut buf).expect("datagram");
-        let h = [0, 2, 4, 6].map(|i| u16::from_be_bytes([buf[i], buf[i + 1]]));
-        assert_eq!(h[0], id, "reply for another request");
-        assert_eq!(h[3], 0, "reserved field");
-        assert!(n <= 1400, "datagram of {n} bytes");
-        total = h[2];
-        headers.push(h);
-        parts.push((h[1], buf[8..n].to_vec()));
-    }
-    parts.sort_by_key(|p| p.0);
-    let seqs: Vec<u16> = parts.iter().map(|p| p.0).collect();
-    assert_eq!(seqs, (0..total).collect::<Vec<_>>(), "sequence numbers");
-    (headers, parts.into_iter().flat_map(|p| p.1).collect())
-}
 
 #[test]
 fn single_and_multi_datagram_replies() {
@@ -523,7 +486,33 @@ fn regression_a_metadump_over_udp_is_refused_not_built_whole() {
         assert_eq!(headers.len(), 1);
         assert_eq!(body, b"ERROR metadump not allowed\r\n");
     }
+    // The stats dumps too (a hostile probe: 4,000 datagrams of 27 bytes asking for a
+    // 7.6 MB `stats detail dump` took the server to 1 GB, kept, and held TCP for 25 s);
+    // binary STAT "detail dump" gets a Not found packet.
+    c.expect(
+        "stats detail on\r\nset p:1 0 0 1\r\nx\r\n",
+        "OK\r\nSTORED\r\n",
+    );
+    let oom = &b"SERVER_ERROR out of memory writing stats\r\n"[..];
+    for (id, cmd) in [
+        (4u16, &b"stats detail dump\r\n"[..]),
+        (5, b"stats cachedump 1 0\r\n"),
+    ] {
+        s.send(&request(id, 0, 1, cmd)).unwrap();
+        assert_eq!(reply(&s, id).1, oom);
+    }
+    let stat = bin_req(0x10, b"detail dump", b"", b"", 9);
+    s.send(&request(6, 0, 1, &stat)).unwrap();
+    let body = reply(&s, 6).1;
+    assert_eq!(
+        (body[0], &body[6..8], body.len()),
+        (0x81, &[0u8, 1][..], 33),
+        "{body:?}"
+    );
     c.expect("get d0000007\r\n", "VALUE d0000007 0 1\r\nv\r\nEND\r\n");
+    assert!(c
+        .call("stats detail dump\r\n", "END\r\n")
+        .starts_with("PREFIX p "));
     assert_healthy(&h);
 }
 

@@ -1,6 +1,8 @@
 //! Starts a real `hkv` process on an ephemeral port and talks to it over TCP.
 #![allow(dead_code)]
 
+pub mod udp;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
