@@ -258,6 +258,18 @@ impl Arena {
 
     /// Takes `len` zeroed bytes aligned to `align` (a power of two).
     pub fn carve(&self, len: usize, align: usize) -> Result<Carved, ArenaError> {
+        self.carve_below(len, align, self.limit())
+    }
+
+    /// The same past a limit lowered below the reservation (`cache_memlimit`), up to the
+    /// reservation itself: memcached gives a slab class its first page whatever its limit,
+    /// and a class without one can store nothing (after `cache_memlimit 8` on a nearly
+    /// empty `-m 64` server, every store was out of memory: an outside probe).
+    pub fn carve_past_limit(&self, len: usize, align: usize) -> Result<Carved, ArenaError> {
+        self.carve_below(len, align, self.mapped)
+    }
+
+    fn carve_below(&self, len: usize, align: usize, bound: usize) -> Result<Carved, ArenaError> {
         debug_assert!(align.is_power_of_two());
         if let Some(piece) = self.take_spare(len, align) {
             return Ok(piece);
@@ -267,7 +279,7 @@ impl Arena {
             let start = cur.checked_add(align - 1).map(|v| v & !(align - 1));
             let end = start.and_then(|s| s.checked_add(len));
             let (start, end) = match (start, end) {
-                (Some(s), Some(e)) if e <= self.limit() => (s, e),
+                (Some(s), Some(e)) if e <= bound.min(self.mapped) => (s, e),
                 _ => {
                     return Err(ArenaError::Exhausted {
                         requested: len,
@@ -281,8 +293,8 @@ impl Arena {
                 .compare_exchange_weak(cur, end, Ordering::Relaxed, Ordering::Relaxed)
             {
                 Ok(_) => {
-                    // SAFETY: `start + len <= limit <= mapped`, the region's length
-                    // (`set_limit` clamps), so the pointer stays inside the mapping.
+                    // SAFETY: `start + len <= bound.min(mapped)`, and `mapped` is the
+                    // region's length, so the pointer stays inside the mapping.
                     let ptr = unsafe { self.region.base().add(start) };
                     return Ok(Carved {
                         ptr,
@@ -380,6 +392,21 @@ mod tests {
         let b = arena.carve(16 << 10, 4096).unwrap();
         assert_eq!(b.len(), 16 << 10);
         assert!(arena.used() <= arena.limit());
+    }
+
+    #[test]
+    fn past_a_lowered_limit_a_first_page_comes_from_the_reservation() {
+        let arena = Arena::new(64 << 10).unwrap();
+        let _a = arena.carve(16 << 10, 4096).unwrap();
+        arena.set_limit(16 << 10);
+        assert!(arena.carve(16 << 10, 4096).is_err());
+        let b = arena.carve_past_limit(16 << 10, 4096).unwrap();
+        assert_eq!(b.len(), 16 << 10);
+        let _c = arena.carve_past_limit(32 << 10, 4096).unwrap();
+        assert!(
+            arena.carve_past_limit(4096, 4096).is_err(),
+            "never past the reservation"
+        );
     }
 
     fn memory_file(tag: &str) -> std::path::PathBuf {

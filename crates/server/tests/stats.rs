@@ -235,6 +235,27 @@ fn cache_memlimit_moves_the_limit_within_what_was_reserved() {
     );
 }
 
+/// An outside probe: after `cache_memlimit 8` on a nearly empty `-m 64 -t 2` server every
+/// store was out of memory (the index alone held the 8 MB, and a class without a page could
+/// get none). As memcached, a class gets its first page whatever the limit.
+#[test]
+fn regression_stores_work_after_cache_memlimit_lowers_the_limit() {
+    for extra in [&[][..], &["-M"][..]] {
+        let h = Hkv::start(&[&["-m", "64", "-t", "2"][..], extra].concat());
+        let mut c = h.connect();
+        c.expect("cache_memlimit 8\r\n", "OK\r\n");
+        // The index holds the 8 MB: each class gets its first page, room for 5 of 50 KB.
+        let sizes = [(10, 20), (1000, 20), (50_000, 5), (10, 20), (300, 20)];
+        for (i, (len, n)) in sizes.into_iter().enumerate() {
+            for k in 0..n {
+                let v = "v".repeat(len);
+                c.expect(&format!("set k{i}-{k} 0 0 {len}\r\n{v}\r\n"), "STORED\r\n");
+            }
+        }
+        assert_eq!(c.stat_n("", "curr_items"), 85);
+    }
+}
+
 #[test]
 fn an_http_request_gets_a_hang_up() {
     let h = Hkv::start(&[]);

@@ -513,18 +513,18 @@ impl SlabStore {
             return Some(class.bump - 1);
         }
         if class.pages.len() < class.info.max_pages() {
-            match self.arena.carve(self.page_size, 4096) {
-                Ok(page) => {
-                    self.stats.pages += 1;
-                    return Some(self.give_page(c, page, false));
-                }
+            match self.fresh_page(c, false) {
+                Ok(slot) => return Some(slot),
                 Err(ArenaError::Exhausted { .. }) => {}
                 Err(_) => return None,
             }
-            // memcached's slab automove, done inline: a class that has never had a page
-            // (or lost its last) takes one from the class holding the most, instead of
-            // answering out of memory while others hold memory.
-            if self.automove.on && self.evict && self.classes[c].pages.is_empty() {
+            // A class without a page takes its first past a lowered limit (`fresh_page`), else
+            // from the class holding the most (memcached's slab automove, done inline).
+            let first = self.classes[c].pages.is_empty();
+            if let Some(slot) = first.then(|| self.fresh_page(c, true).ok()).flatten() {
+                return Some(slot);
+            }
+            if self.automove.on && self.evict && first {
                 if let Some(page) = self.page_from_others(c, now, on_reclaim) {
                     return Some(self.give_page(c, page, true));
                 }

@@ -1,7 +1,7 @@
 //! Slab pages moving between classes: memcached's `slabs reassign` and `slabs automove`.
 //! A page leaves the class with the most (its items evicted) for one that has none.
 
-use hkv_mem::Carved;
+use hkv_mem::{ArenaError, Carved};
 
 use super::SlabStore;
 use crate::item::*;
@@ -22,6 +22,19 @@ pub enum ReassignError {
 }
 
 impl SlabStore {
+    /// A page from the arena for class `c`, its first chunk handed out. `past_limit`: past
+    /// a limit `cache_memlimit` lowered, within what `-m` reserved, as memcached gives a
+    /// class its first page whatever its limit (after `cache_memlimit 8` on a nearly empty
+    /// `-m 64` server every store was out of memory: an outside probe).
+    pub(super) fn fresh_page(&mut self, c: usize, past_limit: bool) -> Result<u32, ArenaError> {
+        let page = match past_limit {
+            false => self.arena.carve(self.page_size, 4096)?,
+            true => self.arena.carve_past_limit(self.page_size, 4096)?,
+        };
+        self.stats.pages += 1;
+        Ok(self.give_page(c, page, false))
+    }
+
     /// Adds a page to class `c` and hands out its first chunk.
     pub(super) fn give_page(&mut self, c: usize, mut page: Carved, moved: bool) -> u32 {
         // A page moved from another class holds that class's bytes; chunks are told apart
