@@ -204,9 +204,10 @@ impl Arena {
         l
     }
 
-    /// Bytes handed out so far, alignment padding included.
+    /// Bytes handed out so far, alignment padding included: past a lowered limit too (the
+    /// pages handed out before it, and classes' first pages after it).
     pub fn used(&self) -> usize {
-        self.next.load(Ordering::Relaxed).min(self.limit())
+        self.next.load(Ordering::Relaxed)
     }
 
     pub fn available(&self) -> usize {
@@ -265,8 +266,14 @@ impl Arena {
     /// reservation itself: memcached gives a slab class its first page whatever its limit,
     /// and a class without one can store nothing (after `cache_memlimit 8` on a nearly
     /// empty `-m 64` server, every store was out of memory: an outside probe).
-    pub fn carve_past_limit(&self, len: usize, align: usize) -> Result<Carved, ArenaError> {
-        self.carve_below(len, align, self.mapped)
+    /// At most `slack` bytes past the limit are handed out so, all callers together.
+    pub fn carve_past_limit(
+        &self,
+        len: usize,
+        align: usize,
+        slack: usize,
+    ) -> Result<Carved, ArenaError> {
+        self.carve_below(len, align, self.limit().saturating_add(slack))
     }
 
     fn carve_below(&self, len: usize, align: usize, bound: usize) -> Result<Carved, ArenaError> {
@@ -400,11 +407,20 @@ mod tests {
         let _a = arena.carve(16 << 10, 4096).unwrap();
         arena.set_limit(16 << 10);
         assert!(arena.carve(16 << 10, 4096).is_err());
-        let b = arena.carve_past_limit(16 << 10, 4096).unwrap();
+        let b = arena.carve_past_limit(16 << 10, 4096, 20 << 10).unwrap();
         assert_eq!(b.len(), 16 << 10);
-        let _c = arena.carve_past_limit(32 << 10, 4096).unwrap();
         assert!(
-            arena.carve_past_limit(4096, 4096).is_err(),
+            arena.carve_past_limit(16 << 10, 4096, 20 << 10).is_err(),
+            "never more than the slack past the limit"
+        );
+        assert_eq!(
+            arena.used(),
+            32 << 10,
+            "what is handed out, past the limit too"
+        );
+        let _c = arena.carve_past_limit(32 << 10, 4096, 1 << 30).unwrap();
+        assert!(
+            arena.carve_past_limit(4096, 4096, 1 << 30).is_err(),
             "never past the reservation"
         );
     }

@@ -97,7 +97,7 @@ pub(crate) fn wr_compose(
             Err(e) => line(out, &e),
         },
         Step::Stats(ref args) if is_dump(args) => {
-            match stats_dump_refused(shared, out, conn.is_none()) {
+            match stats_dump_refused(shared, out, conn.is_none(), args) {
                 Some(why) => line(out, why),
                 None => crate::stats::write_stats(args, shared, now, out),
             }
@@ -109,7 +109,7 @@ pub(crate) fn wr_compose(
                 .filter(|a| !a.is_empty())
                 .map(<[u8]>::to_vec)
                 .collect();
-            if is_dump(&args) && stats_dump_refused(shared, out, conn.is_none()).is_some() {
+            if is_dump(&args) && stats_dump_refused(shared, out, conn.is_none(), &args).is_some() {
                 hkv_proto::binary::stats(out, opaque, None);
                 return false;
             }
@@ -211,7 +211,16 @@ fn is_dump(args: &[Vec<u8>]) -> bool {
 /// what words. Over UDP always: a datagram's reply is built whole, and 4,000 datagrams of 27
 /// bytes asking for a 7.6 MB `stats detail dump` took a worker to 1 GB, kept, and held TCP
 /// clients for 25 s (a hostile probe; memcached builds each and fails to send it).
-fn stats_dump_refused(shared: &Shared, out: &Output, udp: bool) -> Option<&'static str> {
+fn stats_dump_refused(
+    shared: &Shared,
+    out: &Output,
+    udp: bool,
+    args: &[Vec<u8>],
+) -> Option<&'static str> {
+    if shared.config.disable_dumping && args.first().map(Vec::as_slice) == Some(b"cachedump") {
+        // `-X`: refused as not allowed, first, as memcached checks that before the rest.
+        return None;
+    }
     if udp {
         return Some(hkv_proto::errors::admin::STATS_OUT_OF_MEMORY);
     }

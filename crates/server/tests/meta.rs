@@ -133,6 +133,9 @@ fn regression_mg_echoes_a_key_as_its_item_was_stored() {
         // An append through `b` leaves an item keyed raw.
         c.expect("ms cmF3a2V5 1 b MA k\r\nz\r\n", "HD kcmF3a2V5 b\r\n");
         c.expect("mg cmF3a2V5 b k v\r\n", "VA 2 krawkey\r\nyz\r\n");
+        // One an append creates (`N`) is the request's own item: encoded.
+        c.expect("ms dml2 1 b MA N0\r\nv\r\n", "HD\r\n");
+        c.expect("mg viv k\r\n", "HD kdml2 b\r\n");
         // Created by mg N or ma N: raw, though ma echoes its own request as sent.
         c.expect("mg bms= b N30 k s\r\n", "HD knk s0 W\r\n");
         c.expect("ma Y3Ry b N0 J5 k v\r\n", "VA 1 kY3Ry b\r\n5\r\n");

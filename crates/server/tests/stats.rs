@@ -81,6 +81,17 @@ fn regression_an_oversized_set_is_no_delete() {
         "stats detail dump\r\n",
         "PREFIX tz get 1 hit 0 set 4 del 0\r\nEND\r\n",
     );
+    // An `ms ... b` refused so drops its decoded key's value, not the value of a key
+    // spelled like the base64 token (a review found `cmF3` dropped instead of `raw`).
+    c.call(
+        "set raw 0 0 1\r\nx\r\nset cmF3 0 0 1\r\ny\r\n",
+        "STORED\r\nSTORED\r\n",
+    );
+    c.expect(
+        &format!("ms cmF3 2000 b\r\n{big}\r\n"),
+        "SERVER_ERROR object too large for cache\r\n",
+    );
+    c.expect("get raw cmF3\r\n", "VALUE cmF3 0 1\r\ny\r\nEND\r\n");
 }
 
 /// Found by a differential probe (stop 57): hkv counted gat as a get and a touch, me as a

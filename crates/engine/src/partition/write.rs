@@ -78,6 +78,9 @@ impl Partition {
                         None => Response::NotStored,
                     };
                 };
+                // memcached's append makes a new item without the request's `b`; one `N`
+                // creates is the request's own item, with it.
+                self.binary_key = false;
                 // memcached compares an append's CAS only when CAS is on: with `-C` (no
                 // CAS in items) meta `ms MA C<cas>` appends.
                 if req.cas != 0

@@ -44,8 +44,17 @@ pub(super) fn plan_text<'a>(
             end.pos += len;
             end.swallow = swallow;
             end.too_large += u64::from(error == hkv_proto::errors::TOO_LARGE);
-            if let Some(key) = unlink {
-                // memcached drops the old value of a key whose new one it refused.
+            // memcached drops the old value of a key whose new one it refused: the decoded
+            // key of an `ms ... b` (a review found the base64 token's own key dropped).
+            let key = unlink.and_then(|u| match u.base64 {
+                false => Some(u.key),
+                true => {
+                    let mut raw = [0u8; hkv_proto::MAX_KEY_LEN];
+                    let n = text::decode_key(u.key, &mut raw)?;
+                    Some(&*keys.alloc_slice_copy(&raw[..n]))
+                }
+            });
+            if let Some(key) = key {
                 batch.push(Request::unlink_refused(key));
             }
             if !noreply {

@@ -50,16 +50,25 @@ fn ret_flags(out: &mut Vec<u8>, e: &Echo, rbuf: &[u8], found: Option<&Found>, no
                 // The item decides, as memcached's mg does: a key stored with `b` comes back
                 // encoded, one stored raw (text set, or created by `mg N`/`ma N`) raw,
                 // however it was asked for. Without an item, the request decides.
-                let binary = found.map_or(e.base64, |i| i.bits & hit::BINARY_KEY != 0);
+                // A raw key that would break the reply line (spaces, CR LF, controls: a
+                // binary-protocol key) stays encoded, where memcached writes it raw.
+                let mut binary = found.map_or(e.base64, |i| i.bits & hit::BINARY_KEY != 0);
                 let sent = token(rbuf, e.key);
                 let mut raw = [0u8; crate::MAX_KEY_LEN];
-                match (binary, e.base64) {
-                    (true, false) => out.extend_from_slice(encode_base64(sent).as_bytes()),
-                    (false, true) => match decode_key(sent, &mut raw) {
-                        Some(n) => out.extend_from_slice(&raw[..n]),
-                        None => out.extend_from_slice(sent),
-                    },
-                    _ => out.extend_from_slice(sent),
+                let decoded = (!binary && e.base64)
+                    .then(|| decode_key(sent, &mut raw))
+                    .flatten()
+                    .map(|n| &raw[..n]);
+                match decoded {
+                    Some(k) if k.iter().all(|&b| b > b' ' && b != 0x7f) => out.extend_from_slice(k),
+                    Some(_) => {
+                        binary = true;
+                        out.extend_from_slice(sent);
+                    }
+                    None if binary && !e.base64 => {
+                        out.extend_from_slice(encode_base64(sent).as_bytes())
+                    }
+                    None => out.extend_from_slice(sent),
                 }
                 if binary {
                     out.extend_from_slice(b" b");
@@ -359,6 +368,11 @@ mod tests {
         // md, ma and a miss echo the request.
         assert_eq!(serve(&mut m, "md ab k\r\n"), "HD kab\r\n");
         assert_eq!(serve(&mut m, "mg YWI= b k\r\n"), "EN kYWI= b\r\n");
+        // Keyed raw (an append's join) but holding a space, as a binary-protocol key may:
+        // kept encoded, or the reply line would break.
+        assert_eq!(serve(&mut m, "ms YSBi 1 b\r\nx\r\n"), "HD\r\n");
+        assert_eq!(serve(&mut m, "ms YSBi 1 b MA\r\ny\r\n"), "HD\r\n");
+        assert_eq!(serve(&mut m, "mg YSBi b k v\r\n"), "VA 2 kYSBi b\r\nxy\r\n");
     }
 
     #[test]

@@ -150,6 +150,9 @@ fn plan_request<'a>(
             Request { meta, ..base }
         }
         MetaCmd::Set { data, .. } => {
+            // The item keeps `b` where it is the request's own (not an append's join: the
+            // engine drops it there, as memcached's append does).
+            meta.binary_key = f.base64;
             let flags = f.client_flags.unwrap_or(0);
             let ttl = f.ttl.unwrap_or(0);
             let op = match f.mode.unwrap_or(b'S') {
@@ -165,10 +168,6 @@ fn plan_request<'a>(
             meta.unlink_on_failure = true;
             if matches!(op, Op::Append | Op::Prepend) {
                 meta.vivify = f.vivify;
-            } else {
-                // memcached's append makes a new item that does not inherit `b`: the key is
-                // then echoed raw, as after a text append.
-                meta.binary_key = f.base64;
             }
             let op = match (op, f.compare_cas) {
                 (Op::Set | Op::Replace, Some(_)) => Op::Cas,

@@ -2,7 +2,7 @@
 //! checks them before running anything.
 
 use super::command::MetaCmd;
-use super::parsed::{bad_format, Limits, Parsed};
+use super::parsed::{bad_format, Limits, Parsed, Unlink};
 use super::tokens::{parse_i32_low_bits, parse_u32_low_bits, parse_u64};
 use crate::errors::{BAD_DATA_CHUNK, ERROR, TOO_LARGE};
 
@@ -363,7 +363,7 @@ pub(crate) fn parse<'a>(
                 return bad_format(line_len);
             };
             // From here on memcached has committed to the data block: errors swallow it.
-            let refuse = |error: &'static str, unlink: Option<&'a [u8]>| Parsed::Error {
+            let refuse = |error: &'static str, unlink: Option<Unlink<'a>>| Parsed::Error {
                 error,
                 len: line_len,
                 swallow: vlen.saturating_add(2),
@@ -380,15 +380,19 @@ pub(crate) fn parse<'a>(
             } else {
                 key.len()
             };
+            let unlink = Unlink {
+                key,
+                base64: flags.base64,
+            };
             if !limits.fits(key_len, flags.client_flags.unwrap_or(0), vlen) {
-                return refuse(TOO_LARGE, Some(key));
+                return refuse(TOO_LARGE, Some(unlink));
             }
             let data_end = limits.data_end(line_len, vlen);
             let total = data_end + 2;
             if buf.len() < total {
                 if !limits.body_staged && vlen >= limits.stage_min {
                     if limits.refuse_unstaged {
-                        return refuse(crate::errors::OUT_OF_MEMORY, Some(key));
+                        return refuse(crate::errors::OUT_OF_MEMORY, Some(unlink));
                     }
                     return Parsed::Body {
                         header: line_len,

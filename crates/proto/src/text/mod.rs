@@ -17,6 +17,7 @@ pub use compose::compose;
 pub use hkv_types::Op;
 pub use meta::{decode_key, MetaFlags, META_FLAG_LETTERS};
 pub use parse::{parse, parse_after, Limits, Parsed};
+pub use parsed::Unlink;
 pub use plan::{get_key_request, get_key_step, plan_command};
 
 /// An unsigned number as memcached's `safe_strtoull` reads it (for arguments parsed outside

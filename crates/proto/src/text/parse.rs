@@ -1,7 +1,7 @@
 //! One request at a time from the front of a read buffer.
 
 use super::command::Command;
-use super::parsed::bad_format;
+use super::parsed::{bad_format, Unlink};
 pub use super::parsed::{Limits, Parsed};
 use super::tokens::{
     parse_i32_low_bits, parse_u32, parse_u32_low_bits, parse_u64, split, strtol_view,
@@ -169,7 +169,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                     close: false,
                     // Only a SET: memcached keeps the old value when an add, replace,
                     // append, prepend or cas is refused.
-                    unlink: (op == Op::Set).then_some(key),
+                    unlink: (op == Op::Set).then_some(Unlink::raw(key)),
                 };
             }
             let data_end = limits.data_end(line_len, vlen);
@@ -184,7 +184,7 @@ pub fn parse_after<'a>(buf: &'a [u8], limits: &Limits, newline_free: usize) -> P
                             swallow: vlen + 2,
                             noreply,
                             close: false,
-                            unlink: (op == Op::Set).then_some(key),
+                            unlink: (op == Op::Set).then_some(Unlink::raw(key)),
                         };
                     }
                     return Parsed::Body {

@@ -86,8 +86,21 @@ pub enum Parsed<'a> {
         swallow: usize,
         noreply: bool,
         close: bool,
-        unlink: Option<&'a [u8]>,
+        unlink: Option<Unlink<'a>>,
     },
+}
+
+/// The key whose old value a refused store drops, as sent: in base64 after `ms ... b`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unlink<'a> {
+    pub key: &'a [u8],
+    pub base64: bool,
+}
+
+impl<'a> Unlink<'a> {
+    pub fn raw(key: &'a [u8]) -> Unlink<'a> {
+        Unlink { key, base64: false }
+    }
 }
 
 impl<'a> Parsed<'a> {

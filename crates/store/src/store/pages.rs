@@ -21,15 +21,23 @@ pub enum ReassignError {
     Busy,
 }
 
+/// Pages handed out past a lowered `cache_memlimit` at most, all partitions together.
+pub(crate) const FIRST_PAGES_PAST_LIMIT: usize = 64;
+
 impl SlabStore {
     /// A page from the arena for class `c`, its first chunk handed out. `past_limit`: past
     /// a limit `cache_memlimit` lowered, within what `-m` reserved, as memcached gives a
     /// class its first page whatever its limit (after `cache_memlimit 8` on a nearly empty
-    /// `-m 64` server every store was out of memory: an outside probe).
+    /// `-m 64` server every store was out of memory: an outside probe); at most
+    /// [`FIRST_PAGES_PAST_LIMIT`] pages past it, all partitions together (memcached's
+    /// bound is a page per class, 63 at most).
     pub(super) fn fresh_page(&mut self, c: usize, past_limit: bool) -> Result<u32, ArenaError> {
         let page = match past_limit {
             false => self.arena.carve(self.page_size, 4096)?,
-            true => self.arena.carve_past_limit(self.page_size, 4096)?,
+            true => {
+                let slack = FIRST_PAGES_PAST_LIMIT * self.page_size;
+                self.arena.carve_past_limit(self.page_size, 4096, slack)?
+            }
         };
         self.stats.pages += 1;
         Ok(self.give_page(c, page, false))
