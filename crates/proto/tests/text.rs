@@ -572,33 +572,3 @@ fn a_meta_line_of_many_tokens_is_refused_for_its_flag_count() {
         "CLIENT_ERROR options flags too long"
     );
 }
-
-/// An admin probe: `watch noreply` answered `ERROR`; memcached, which takes a last
-/// `noreply` before finding it no stream, answers nothing and starts no watch.
-#[test]
-fn regression_watch_with_noreply_is_a_silent_error() {
-    for line in [&b"watch noreply\r\n"[..], b"watch fetchers noreply\r\n"] {
-        match p(line) {
-            Parsed::Error { noreply, .. } => assert!(noreply, "{line:?}"),
-            other => panic!("{line:?} parsed as {other:?}"),
-        }
-    }
-    match p(b"watch bogus\r\n") {
-        Parsed::Error { noreply, error, .. } => assert!(!noreply && error == "ERROR"),
-        other => panic!("{other:?}"),
-    }
-}
-
-/// An admin probe: `slabs automove ratio 0.8\t` was `ERROR`; memcached reads the ratio
-/// with strtod, which stops at white space.
-#[test]
-fn regression_a_ratio_may_end_in_white_space() {
-    assert!(matches!(
-        p(b"slabs automove ratio 0.8\t\r\n"),
-        Parsed::Command {
-            cmd: Command::SlabsAutomove { mode: None, .. },
-            ..
-        }
-    ));
-    assert_eq!(err(b"slabs automove ratio x0.8\r\n"), "ERROR");
-}

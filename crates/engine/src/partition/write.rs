@@ -78,8 +78,7 @@ impl Partition {
                         None => Response::NotStored,
                     };
                 };
-                // memcached's append makes a new item without the request's `b`; one `N`
-                // creates is the request's own item, with it.
+                // memcached's append makes a new item without `b` (one `N` creates keeps it).
                 self.binary_key = false;
                 // memcached compares an append's CAS only when CAS is on: with `-C` (no
                 // CAS in items) meta `ms MA C<cas>` appends.
